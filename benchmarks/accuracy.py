@@ -1,0 +1,49 @@
+"""Predicted vs logged figures for every real vLLM log this repository knows.
+
+Run: python benchmarks/accuracy.py [LOG ...]   (default: every log under tests/fixtures)
+For each log: the budget terms (GiB) predicted from the model config, the flags the log states
+and the bundled coefficients, next to what vLLM logged, and the error; then the KV plan from the
+logged available memory (block size, padding, KV cache tokens, auto-fit max_model_len).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from tabulate import tabulate
+
+from vrambudget.explain import compare_file
+from vrambudget.planner import plan_kv
+from vrambudget.predict import layout_for
+from vrambudget.units import GiB
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def main(paths: list[str]) -> int:
+    logs = [Path(p) for p in paths] or sorted((ROOT / "tests" / "fixtures").rglob("*.log"))
+    worst = 0.0
+    rows = []
+    for path in logs:
+        cmp = compare_file(path)
+        f, d = cmp.facts, cmp.prediction.deployment
+        for term, logged, pred, err in cmp.rows:
+            if logged is None:
+                continue
+            rows.append([path.stem[:44], term, f"{logged:.2f}", f"{pred:.2f}", f"{err:+.2f}"])
+            if term == "available KV cache":
+                worst = max(worst, abs(err))
+        lay = layout_for(d)
+        plan = plan_kv(lay, round(f.available_kv_gib * GiB), f.max_model_len or d.max_model_len, d.rules)
+        rows.append([path.stem[:44], "KV plan: block / tokens / len",
+                     f"{f.block_size or 16} / {f.kv_cache_tokens:,} / {f.max_model_len:,}",
+                     f"{lay.block_size} / {plan.kv_cache_tokens:,} / {min(plan.ceiling, d.max_model_len):,}", ""])
+    print(tabulate(rows, headers=["log", "term", "logged", "predicted", "error GiB"], tablefmt="simple",
+                   disable_numparse=True))
+    print(f"\nworst available-KV error: {worst:.3f} GiB over {len(logs)} logs (target 0.15)")
+    return 0 if worst <= 0.15 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

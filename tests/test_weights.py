@@ -1,0 +1,113 @@
+"""Weights: quantized byte formulas, and exact sizing from safetensors headers agreeing with them."""
+
+import json
+import struct
+
+import pytest
+
+from vrambudget.arch import arch_from_config
+from vrambudget.budget import weight_bytes
+from vrambudget.checkpoint import resolve_model
+from vrambudget.errors import UserError
+from vrambudget.weights import QuantScheme, model_tensors, scheme_from_config, weights_from_config
+
+from .conftest import fixture_config
+
+
+def test_bf16_weights_match_logged_model_loading():
+    # 'Model loading took 16.8 GiB' (9B) and 15.27 (Qwen3-8B) include ~0.13 / ~0.01 GiB load overhead
+    w9 = weights_from_config(arch_from_config(fixture_config("qwen3.5-9b")), with_vision=False)
+    assert 16.65 < w9.model / 2**30 < 16.70
+    assert abs(w9.mtp / 2**30 - 0.46) < 0.01  # '+0.46 GiB with the MTP drafter' (17.26 - 16.8)
+    w8 = weights_from_config(arch_from_config(fixture_config("qwen3-8b")), with_vision=False)
+    assert abs(w8.model / 2**30 - 15.27) < 0.02
+
+
+def test_awq_linear_bytes():
+    s = QuantScheme("awq", 4, 128, zero_point=True)
+    # qweight in*out/2, qzeros (in/128)*(out/8)*4, scales (in/128)*out*2
+    assert s.linear_bytes(4096, 12288) == 4096 * 12288 // 2 + 32 * 12288 // 2 + 32 * 12288 * 2
+
+
+def test_nvfp4_and_fp8_block_bytes():
+    assert QuantScheme("nvfp4", 4, 16).linear_bytes(4096, 4096) == 4096 * 4096 // 2 + 4096 * 4096 // 16 + 8
+    assert QuantScheme("fp8", 8, fp8_block=(128, 128)).linear_bytes(4096, 4096) == 4096 * 4096 + 32 * 32 * 4
+
+
+def test_ignore_list_and_always_unquantized():
+    s = scheme_from_config({"quant_method": "compressed-tensors", "format": "pack-quantized",
+                            "config_groups": {"g": {"weights": {"num_bits": 4, "type": "int", "group_size": 32,
+                                                                "strategy": "group", "symmetric": True}}},
+                            "ignore": ["lm_head", "re:.*self_attn.*"]})
+    a = arch_from_config(fixture_config("qwen3.5-0.8b"))
+    by_name = {t.name.split(".", 3)[-1]: s.quantizes(t) for t in model_tensors(a)}
+    assert by_name["0.mlp.gate_proj"] and by_name["0.linear_attn.in_proj_qkv"]
+    assert not by_name["3.self_attn.q_proj"]  # ignored by regex
+    assert not by_name["0.linear_attn.in_proj_b"]  # GDN gates stay bf16
+    assert s.group_size == 32 and s.method == "int-pack"
+
+
+def test_unknown_quantization_is_a_clear_error():
+    with pytest.raises(UserError, match="not modelled"):
+        scheme_from_config({"quant_method": "bitsandbytes"})
+
+
+def _write_safetensors(path, tensors):
+    header, offset = {}, 0
+    for name, (dtype, shape, itemsize) in tensors.items():
+        n = itemsize
+        for d in shape:
+            n *= d
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + n]}
+        offset += n
+    raw = json.dumps(header).encode()
+    with open(path, "wb") as fh:
+        fh.write(struct.pack("<Q", len(raw)) + raw + b"\0" * offset)
+
+
+def test_safetensors_headers_agree_with_config_for_awq(tmp_path):
+    """A tiny Qwen3.5-shaped AWQ checkpoint written as real safetensors: sizing it from its
+    headers must give the same bytes as sizing it from config + quantization_config."""
+    cfg = fixture_config("qwen3.5-0.8b")
+    t = cfg["text_config"]
+    t.update(hidden_size=256, intermediate_size=512, num_hidden_layers=4, vocab_size=1024,
+             layer_types=["linear_attention"] * 3 + ["full_attention"], mtp_num_hidden_layers=0)
+    cfg.pop("vision_config")
+    cfg["quantization_config"] = {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True}
+    a = arch_from_config(cfg, "tiny")
+    s = scheme_from_config(cfg["quantization_config"])
+    tensors = {}
+    for ten in model_tensors(a):
+        if s.quantizes(ten):
+            i, o = ten.in_f, ten.out_f
+            tensors[ten.name + ".qweight"] = ("I32", [i, o // 8], 4)
+            tensors[ten.name + ".qzeros"] = ("I32", [i // 128, o // 8], 4)
+            tensors[ten.name + ".scales"] = ("F16", [i // 128, o], 2)
+        else:
+            tensors[ten.name + ".weight"] = ("BF16", [ten.numel], 2)
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    _write_safetensors(tmp_path / "model.safetensors", tensors)
+    src = resolve_model(str(tmp_path))
+    assert src.origin == "local" and src.tensors
+    from vrambudget.checkpoint import weights_from_tensors
+
+    exact = weights_from_tensors(src.tensors, src.arch)
+    computed = weights_from_config(src.arch, with_vision=False)
+    assert exact.source == "safetensors" and exact.model == computed.model
+
+
+def test_bundled_awq_profile_is_smaller_than_bf16():
+    awq = weights_from_config(resolve_model("qwen3.5-9b-awq").arch, with_vision=False).model
+    bf16 = weights_from_config(resolve_model("qwen3.5-9b").arch, with_vision=False).model
+    assert 9.9 < awq / 2**30 < 10.1 and bf16 / 2**30 > 16.6  # only the MLP (4.83B params) is 4-bit
+
+
+def test_vision_tower_counted_only_without_language_model_only():
+    from vrambudget import gpus
+    from vrambudget.deployment import Flags, resolve
+    from vrambudget.vllm_rules import rules_for
+
+    src = resolve_model("qwen3.5-9b")
+    lmo = weight_bytes(resolve(src, gpus.lookup("h200"), rules_for("0.20"), Flags()))
+    full = weight_bytes(resolve(src, gpus.lookup("h200"), rules_for("0.20"), Flags(language_model_only=False)))
+    assert lmo.vision == 0 and 0.7 < full.vision / 2**30 < 0.9  # ~0.46B params of ViT in bf16

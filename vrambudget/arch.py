@@ -1,0 +1,216 @@
+"""The model's architecture as vLLM sees it, read from a Hugging Face config.json (pure: no I/O).
+
+Handles Qwen3.5 dense and MoE (nested `text_config`, optional `vision_config`), Qwen3-Next (flat,
+`full_attention_interval`), and dense GQA transformers (Qwen3, Llama 3, sliding-window layers).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import UserError
+
+FULL = "full_attention"
+LINEAR = "linear_attention"  # GatedDeltaNet (GDN)
+SLIDING = "sliding_attention"
+
+HYBRID_MODEL_TYPES = {"qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text", "qwen3_next"}
+
+
+@dataclass(frozen=True)
+class GDNConfig:
+    """GatedDeltaNet (linear attention) layer shape: heads and head dims from the config."""
+
+    num_key_heads: int
+    num_value_heads: int
+    key_head_dim: int
+    value_head_dim: int
+    conv_kernel: int
+    ssm_dtype: str  # dtype of the recurrent state (Qwen3.5: float32; Qwen3-Next: model dtype)
+
+    @property
+    def key_dim(self) -> int:
+        return self.num_key_heads * self.key_head_dim
+
+    @property
+    def value_dim(self) -> int:
+        return self.num_value_heads * self.value_head_dim
+
+    @property
+    def conv_dim(self) -> int:
+        """Channels of the causal conv: q, k and v concatenated."""
+        return 2 * self.key_dim + self.value_dim
+
+
+@dataclass(frozen=True)
+class MoEConfig:
+    num_experts: int
+    top_k: int
+    expert_intermediate: int
+    shared_expert_intermediate: int  # 0 when the model has no shared expert
+    sparse_layers: tuple[int, ...]  # decoder layer indices whose MLP is the MoE block
+
+
+@dataclass(frozen=True)
+class VisionConfig:
+    """Qwen3.5 / Qwen3-VL style vision tower (only loaded without --language-model-only)."""
+
+    depth: int
+    hidden: int
+    intermediate: int
+    out_hidden: int
+    patch: int
+    temporal_patch: int
+    in_channels: int
+    spatial_merge: int
+    num_position_embeddings: int
+
+
+@dataclass(frozen=True)
+class ModelArch:
+    """Everything the memory model needs to know about a checkpoint."""
+
+    name: str
+    architecture: str
+    model_type: str
+    dtype: str
+    hidden_size: int
+    num_layers: int
+    vocab_size: int
+    intermediate_size: int
+    tie_word_embeddings: bool
+    num_attention_heads: int
+    num_kv_heads: int
+    head_dim: int
+    layer_types: tuple[str, ...]
+    max_position_embeddings: int
+    attn_output_gate: bool = False
+    qk_norm: bool = False
+    attention_bias: bool = False
+    sliding_window: int | None = None
+    gdn: GDNConfig | None = None
+    moe: MoEConfig | None = None
+    mtp_layers: int = 0
+    vision: VisionConfig | None = None
+    quantization: dict[str, Any] | None = field(default=None, compare=False)
+
+    @property
+    def is_hybrid(self) -> bool:
+        return self.gdn is not None and LINEAR in self.layer_types
+
+    @property
+    def num_full_attention(self) -> int:
+        return self.layer_types.count(FULL)
+
+    @property
+    def num_sliding(self) -> int:
+        return self.layer_types.count(SLIDING)
+
+    @property
+    def num_gdn(self) -> int:
+        return self.layer_types.count(LINEAR)
+
+    @property
+    def is_multimodal(self) -> bool:
+        return self.vision is not None
+
+    @property
+    def rotary_dim(self) -> int:
+        return self.head_dim
+
+
+def _layer_types(text: dict[str, Any], n_layers: int) -> tuple[str, ...]:
+    if text.get("layer_types"):
+        types = tuple(text["layer_types"])
+        if len(types) != n_layers:
+            raise UserError(f"config has {len(types)} layer_types for {n_layers} layers")
+        return types
+    interval = text.get("full_attention_interval")
+    if interval:
+        return tuple(FULL if (i + 1) % interval == 0 else LINEAR for i in range(n_layers))
+    window, max_window = text.get("sliding_window"), text.get("max_window_layers")
+    if window and text.get("use_sliding_window") and max_window is not None:
+        return tuple(SLIDING if i >= max_window else FULL for i in range(n_layers))
+    return (FULL,) * n_layers
+
+
+def _moe(text: dict[str, Any], n_layers: int) -> MoEConfig | None:
+    n_exp = text.get("num_experts") or text.get("num_local_experts") or 0
+    if not n_exp:
+        return None
+    step = text.get("decoder_sparse_step", 1) or 1
+    mlp_only = set(text.get("mlp_only_layers") or [])
+    sparse = tuple(i for i in range(n_layers) if i not in mlp_only and (i + 1) % step == 0)
+    return MoEConfig(
+        num_experts=int(n_exp),
+        top_k=int(text.get("num_experts_per_tok", 1)),
+        expert_intermediate=int(text.get("moe_intermediate_size") or text["intermediate_size"]),
+        shared_expert_intermediate=int(text.get("shared_expert_intermediate_size") or 0),
+        sparse_layers=sparse,
+    )
+
+
+def _vision(cfg: dict[str, Any]) -> VisionConfig | None:
+    v = cfg.get("vision_config")
+    if not v or "depth" not in v:
+        return None
+    return VisionConfig(
+        depth=int(v["depth"]), hidden=int(v["hidden_size"]), intermediate=int(v["intermediate_size"]),
+        out_hidden=int(v.get("out_hidden_size", v["hidden_size"])), patch=int(v.get("patch_size", 16)),
+        temporal_patch=int(v.get("temporal_patch_size", 2)), in_channels=int(v.get("in_channels", 3)),
+        spatial_merge=int(v.get("spatial_merge_size", 2)),
+        num_position_embeddings=int(v.get("num_position_embeddings", 0)),
+    )
+
+
+def arch_from_config(cfg: dict[str, Any], name: str = "model") -> ModelArch:
+    """Build a ModelArch from a parsed config.json (top level; `text_config` is followed)."""
+    text = dict(cfg.get("text_config") or cfg)
+    model_type = str(cfg.get("model_type") or text.get("model_type") or "")
+    arch_name = (cfg.get("architectures") or text.get("architectures") or [model_type or "unknown"])[0]
+    try:
+        n_layers = int(text["num_hidden_layers"])
+        hidden = int(text["hidden_size"])
+        n_heads = int(text["num_attention_heads"])
+        vocab = int(text.get("vocab_size") or cfg["vocab_size"])
+    except KeyError as e:
+        raise UserError(f"config.json of {name} lacks {e.args[0]!r}; is it a decoder-only LLM config?") from None
+    head_dim = int(text.get("head_dim") or hidden // n_heads)
+    layer_types = _layer_types(text, n_layers)
+    unknown = set(layer_types) - {FULL, LINEAR, SLIDING}
+    if unknown:
+        raise UserError(f"{name}: layer types {sorted(unknown)} are not modelled (supported: full, "
+                        "sliding-window and GatedDeltaNet linear attention)")
+    gdn = None
+    if LINEAR in layer_types:
+        is_qwen35 = model_type.startswith("qwen3_5")
+        gdn = GDNConfig(
+            num_key_heads=int(text["linear_num_key_heads"]),
+            num_value_heads=int(text["linear_num_value_heads"]),
+            key_head_dim=int(text["linear_key_head_dim"]),
+            value_head_dim=int(text["linear_value_head_dim"]),
+            conv_kernel=int(text.get("linear_conv_kernel_dim", 4)),
+            ssm_dtype=str(text.get("mamba_ssm_dtype") or ("float32" if is_qwen35 else
+                                                           text.get("dtype") or text.get("torch_dtype")
+                                                           or cfg.get("torch_dtype") or "bfloat16")),
+        )
+    dtype = str(text.get("dtype") or text.get("torch_dtype") or cfg.get("torch_dtype")
+                or cfg.get("dtype") or "bfloat16").replace("torch.", "")
+    tie = bool(cfg.get("tie_word_embeddings", text.get("tie_word_embeddings", False)))
+    mtp = int(text.get("mtp_num_hidden_layers") or text.get("num_nextn_predict_layers") or 0)
+    window = text.get("sliding_window") if SLIDING in layer_types else None
+    qk_norm = model_type.startswith(("qwen3",))
+    return ModelArch(
+        name=name, architecture=str(arch_name), model_type=model_type, dtype=dtype,
+        hidden_size=hidden, num_layers=n_layers, vocab_size=vocab,
+        intermediate_size=int(text.get("intermediate_size") or 0), tie_word_embeddings=tie,
+        num_attention_heads=n_heads, num_kv_heads=int(text.get("num_key_value_heads") or n_heads),
+        head_dim=head_dim, layer_types=layer_types,
+        max_position_embeddings=int(text.get("max_position_embeddings") or cfg.get("max_position_embeddings") or 4096),
+        attn_output_gate=bool(text.get("attn_output_gate", model_type in HYBRID_MODEL_TYPES)),
+        qk_norm=qk_norm, attention_bias=bool(text.get("attention_bias", False)),
+        sliding_window=int(window) if window else None, gdn=gdn, moe=_moe(text, n_layers),
+        mtp_layers=mtp, vision=_vision(cfg),
+        quantization=cfg.get("quantization_config") or text.get("quantization_config"),
+    )

@@ -1,0 +1,124 @@
+"""The startup budget: how vLLM splits `ceil(total x GMU)` bytes before the KV cache gets the rest.
+
+    requested    = ceil(total_memory x gpu_memory_utilization)
+    non_kv       = weights (+ drafter) + torch peak increase (profile_run) + non-torch increase
+                   [+ CUDA graph estimate where the version subtracts it]
+    available_kv = requested - non_kv
+
+Deterministic terms are formulas; measured terms use `Coefficients` (each with its source).
+All values are bytes per rank.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .arch import ModelArch
+from .checkpoint import weights_from_tensors
+from .coefficients import Coefficients
+from .deployment import Deployment
+from .weights import WeightBytes, weights_from_config
+
+
+@dataclass(frozen=True)
+class Budget:
+    requested_bytes: int
+    weights_bytes: int  # target model as vLLM logs it (load overhead included), drafter excluded
+    mtp_weights_bytes: int
+    activation_bytes: int  # torch peak increase during profile_run
+    non_torch_bytes: int
+    cudagraph_bytes: int  # CUDA graph pool estimate (0 in eager mode)
+    cudagraph_in_budget: bool
+    cuda_context_bytes: int  # outside `requested`; it only has to leave free >= requested
+    free_at_start_bytes: int
+    runtime_growth_bytes: int  # GDN prefill buffers after startup, outside the profiled peak
+    weights_source: str
+    num_cudagraphs: int
+
+    @property
+    def non_kv_bytes(self) -> int:
+        return (self.weights_bytes + self.mtp_weights_bytes + self.activation_bytes + self.non_torch_bytes
+                + (self.cudagraph_bytes if self.cudagraph_in_budget else 0))
+
+    @property
+    def available_kv_bytes(self) -> int:
+        return self.requested_bytes - self.non_kv_bytes
+
+    @property
+    def startup_memory_ok(self) -> bool:
+        """vLLM refuses to start when free memory at init is below the requested budget."""
+        return self.free_at_start_bytes >= self.requested_bytes
+
+    @property
+    def runtime_margin_bytes(self) -> int:
+        """GPU memory left outside the budget once vLLM runs (for buffers it did not profile)."""
+        return self.free_at_start_bytes - self.requested_bytes
+
+
+def mlp_width(a: ModelArch) -> int:
+    """Per-token MLP intermediate width: intermediate_size, or top_k x expert + shared (MoE)."""
+    if a.moe:
+        return a.moe.top_k * a.moe.expert_intermediate + a.moe.shared_expert_intermediate
+    return a.intermediate_size
+
+
+def cudagraph_sizes(max_num_seqs: int, spec_tokens: int, max_num_batched_tokens: int) -> tuple[list[int], list[int]]:
+    """Batch sizes vLLM captures: (PIECEWISE sizes, FULL decode sizes) for FULL_AND_PIECEWISE.
+    Base list [1, 2, 4] + 8..248 step 8 + 256..max step 16, max = min(seqs x (1+k) x 2, 512),
+    capped by max_num_batched_tokens; with speculation each size rounds up to a multiple of 1+k."""
+    step = 1 + spec_tokens
+    top = min(max_num_seqs * step * 2, 512, max_num_batched_tokens)
+    base = [1, 2, 4] + list(range(8, 256, 8)) + list(range(256, top + 1, 16))
+    sizes = sorted({min(-(-s // step) * step, top) for s in base if s <= top})
+    full = [s for s in sizes if s <= max_num_seqs * step]
+    return sizes, full
+
+
+def weight_bytes(d: Deployment) -> WeightBytes:
+    """Exact from safetensors headers where the model has them, else computed from the config."""
+    a = d.model.arch
+    with_vision = a.is_multimodal and not d.language_model_only
+    if d.model.tensors:
+        w = weights_from_tensors(d.model.tensors, a, tp=d.tp)
+        if not w.mtp and a.mtp_layers:  # checkpoint without an MTP head: size it from the config
+            w = WeightBytes(w.model, weights_from_config(a, with_vision=False, tp=d.tp).mtp, w.vision, w.source)
+        return w if with_vision else WeightBytes(w.model, w.mtp, 0, w.source)
+    return weights_from_config(a, with_vision=with_vision, tp=d.tp)
+
+
+def budget(d: Deployment, c: Coefficients, w: WeightBytes | None = None) -> Budget:
+    a = d.model.arch
+    w = w or weight_bytes(d)
+    overhead = c["weights_overhead_hybrid_bytes"] if a.is_hybrid else c["weights_overhead_dense_bytes"]
+    tokens, seqs = d.max_num_batched_tokens, d.max_num_seqs
+    act = (c["activation_base_bytes"]
+           + c["activation_per_token_width_bytes"] * tokens * mlp_width(a) / d.tp
+           + c["activation_sampler_factor"] * seqs * a.vocab_size * 4)
+    graphs = 0
+    cg = 0.0
+    if not d.enforce_eager:
+        act += (c["cold_compile_per_token_hidden_bytes"] * tokens * a.hidden_size / d.tp
+                if d.compile_cache == "cold" else c["warm_compile_extra_bytes"])
+        pw, full = cudagraph_sizes(seqs, d.spec_tokens, tokens)
+        graphs = len(pw) + len(full)
+        cg = c["cudagraph_base_bytes"] + c["cudagraph_per_graph_bytes"] * graphs
+    if a.is_multimodal and not d.language_model_only:
+        act += c["encoder_activation_bytes"]
+    context = c["cuda_context_bytes"]
+    free = d.gpu.total_bytes - context - d.other_gpu_bytes - d.gpu.used_bytes
+    growth = c["runtime_growth_per_token_bytes"] * tokens if a.is_hybrid else 0
+    return Budget(
+        requested_bytes=math.ceil(d.gpu.total_bytes * d.gmu),
+        weights_bytes=int(w.target + overhead),
+        mtp_weights_bytes=int(w.mtp) if d.mtp else 0,
+        activation_bytes=int(act),
+        non_torch_bytes=int(c["non_torch_eager_bytes"] if d.enforce_eager else c["non_torch_graphs_bytes"]),
+        cudagraph_bytes=int(cg),
+        cudagraph_in_budget=d.rules.cudagraph_estimate_in_budget,
+        cuda_context_bytes=int(context),
+        free_at_start_bytes=int(free),
+        runtime_growth_bytes=int(growth),
+        weights_source=w.source,
+        num_cudagraphs=graphs,
+    )

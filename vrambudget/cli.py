@@ -1,0 +1,273 @@
+"""The `vrambudget` command line (typer). Errors print one line and exit 2, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated, Any, Callable, Optional
+
+import typer
+
+from .errors import UserError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                  help="Predict how vLLM spends GPU memory and the longest context a deployment serves; "
+                       "prove it with real startups (probe) and learn from them (fit).")
+
+P = "vLLM flags"
+ModelOpt = Annotated[Optional[str], typer.Option("--model", "-m", help="Bundled profile name (see `vrambudget models`), "
+                     "a local model folder, or a Hugging Face id. Default: qwen3.5-9b-awq.")]
+GpuOpt = Annotated[Optional[str], typer.Option("--gpu", "-g", help="GPU from the catalog (`vrambudget gpus`), or 'auto' "
+                   "to read the local one through NVML. Default: rtx4060ti.")]
+GpuMemOpt = Annotated[Optional[str], typer.Option("--gpu-memory", help="Total GPU memory for a GPU not in the catalog, "
+                      "e.g. 23.5GiB (as CUDA reports it).")]
+GmuOpt = Annotated[Optional[float], typer.Option("--gpu-memory-utilization", "--gmu", rich_help_panel=P,
+                   help="Fraction of the GPU vLLM may use (default: vLLM's, 0.9 in 0.20, 0.92 in 0.33).")]
+KvOpt = Annotated[str, typer.Option("--kv-cache-dtype", rich_help_panel=P, help="auto | fp8 | fp8_e4m3 | fp8_e5m2 | bfloat16.")]
+EagerOpt = Annotated[bool, typer.Option("--enforce-eager/--cuda-graphs", rich_help_panel=P, help="No CUDA graphs / torch.compile.")]
+MtpOpt = Annotated[Optional[int], typer.Option("--mtp", rich_help_panel=P, help="MTP speculative decoding with K tokens "
+                   "(K=2 is the common choice; 0 = off).", min=0, max=8)]
+SpecOpt = Annotated[Optional[str], typer.Option("--speculative-config", rich_help_panel=P,
+                    help='vLLM\'s JSON, e.g. \'{"method":"mtp","num_speculative_tokens":2}\'.')]
+SeqsOpt = Annotated[Optional[int], typer.Option("--max-num-seqs", rich_help_panel=P, min=1)]
+BatchOpt = Annotated[Optional[int], typer.Option("--max-num-batched-tokens", rich_help_panel=P, min=1)]
+MmlOpt = Annotated[Optional[str], typer.Option("--max-model-len", rich_help_panel=P,
+                   help="Context length (32768, 128k), or auto / -1 to let vLLM fit it. Default: the model's maximum.")]
+PcOpt = Annotated[bool, typer.Option("--enable-prefix-caching/--no-enable-prefix-caching", rich_help_panel=P)]
+TpOpt = Annotated[int, typer.Option("--tensor-parallel-size", "-tp", rich_help_panel=P, min=1, help="Budget per rank.")]
+CompileOpt = Annotated[str, typer.Option("--compile-cache", rich_help_panel=P,
+                       help="cold: first boot of this graph (larger profiling peak); warm: compiled before.")]
+LmoOpt = Annotated[Optional[bool], typer.Option("--language-model-only/--with-vision", rich_help_panel=P,
+                   help="Skip the vision tower of a multimodal checkpoint (default: on).")]
+VerOpt = Annotated[Optional[str], typer.Option("--vllm-version", help="0.19, 0.20.x, 0.33.x (default: newest supported).")]
+OtherOpt = Annotated[Optional[str], typer.Option("--other-gpu-usage", help="Memory other processes hold on the GPU, e.g. 0.6GiB.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="One JSON object on stdout, for scripts.")]
+TargetOpt = Annotated[Optional[str], typer.Option("--target-context", help="Find the smallest GMU at which this many tokens start.")]
+
+
+def run_safely(fn: Callable[[], None]) -> None:
+    try:
+        fn()
+    except UserError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2)
+
+
+def build(model, gpu, gpu_memory, gmu, kv, eager, mtp, spec, seqs, batch, mml, pc, tp, compile_cache, lmo, ver, other):
+    """Resolve CLI options into (Deployment, Coefficients)."""
+    from . import coefficients, gpus
+    from .checkpoint import resolve_model
+    from .deployment import Flags, parse_speculative_config, resolve
+    from .units import parse_size, parse_tokens
+    from .vllm_rules import rules_for
+
+    method, k = "mtp", 0
+    if spec:
+        method, k = parse_speculative_config(spec)
+    if mtp is not None:
+        method, k = "mtp", mtp
+    if mml is None:
+        mml_v = None
+    elif str(mml).lower() in ("auto", "-1"):
+        mml_v = -1
+    else:
+        mml_v = parse_tokens(mml)
+    flags = Flags(gpu_memory_utilization=gmu, kv_cache_dtype=kv, enforce_eager=eager, num_speculative_tokens=k,
+                  speculative_method=method, max_num_seqs=seqs, max_num_batched_tokens=batch, max_model_len=mml_v,
+                  enable_prefix_caching=pc, tensor_parallel_size=tp, compile_cache=compile_cache,
+                  language_model_only=lmo, other_gpu_bytes=parse_size(other) if other else 0)
+    src = resolve_model(model)
+    g = gpus.resolve(gpu, gpu_memory)
+    rules = rules_for(ver)
+    d = resolve(src, g, rules, flags)
+    c = coefficients.load(rules.version, g.key, src.ref)
+    return d, c
+
+
+def emit_json(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, indent=2) + "\n")
+
+
+@app.command()
+def predict(model: ModelOpt = None, gpu: GpuOpt = None, gpu_memory: GpuMemOpt = None, gmu: GmuOpt = None,
+            kv_cache_dtype: KvOpt = "auto", enforce_eager: EagerOpt = False, mtp: MtpOpt = None,
+            speculative_config: SpecOpt = None, max_num_seqs: SeqsOpt = None, max_num_batched_tokens: BatchOpt = None,
+            max_model_len: MmlOpt = None, enable_prefix_caching: PcOpt = False, tensor_parallel_size: TpOpt = 1,
+            compile_cache: CompileOpt = "cold", language_model_only: LmoOpt = None, vllm_version: VerOpt = None,
+            other_gpu_usage: OtherOpt = None, target_context: TargetOpt = None,
+            available_kv_gib: Annotated[Optional[float], typer.Option("--available-kv-gib",
+                help="Skip the budget: plan the KV cache for this much memory (e.g. a log's "
+                     "'Available KV cache memory').")] = None,
+            json_out: JsonOpt = False) -> None:
+    """The whole budget, KV plan and ceiling for one deployment (no GPU needed)."""
+
+    def go() -> None:
+        from .predict import cannot_start_at_all, min_gmu_for_context, predict as run
+        from .render import prediction_text
+        from .units import parse_tokens
+
+        d, c = build(model, gpu, gpu_memory, gmu, kv_cache_dtype, enforce_eager, mtp, speculative_config,
+                     max_num_seqs, max_num_batched_tokens, max_model_len, enable_prefix_caching,
+                     tensor_parallel_size, compile_cache, language_model_only, vllm_version, other_gpu_usage)
+        if available_kv_gib is not None:
+            return _kv_only(d, available_kv_gib, json_out)
+        if target_context:
+            tokens = parse_tokens(target_context)
+            g = min_gmu_for_context(d, c, tokens)
+            if json_out:
+                emit_json({"target_context": tokens, "min_gmu": g, "inputs": d.inputs()})
+            elif g is None:
+                raise UserError(f"{tokens:,} tokens do not start at any GMU on {d.gpu.name} with these flags")
+            else:
+                typer.echo(f"smallest GMU for max_model_len {tokens:,}: {g:.2f}")
+                typer.echo(prediction_text(run(d.with_(gmu=g, max_model_len=tokens, auto_fit=False), c), c))
+            return
+        p = run(d, c)
+        if json_out:
+            emit_json(p.to_json())
+        else:
+            typer.echo(prediction_text(p, c))
+        if cannot_start_at_all(p):
+            raise typer.Exit(1)
+
+    run_safely(go)
+
+
+def _kv_only(d, available_kv_gib: float, json_out: bool) -> None:
+    from .planner import plan_kv
+    from .predict import layout_for
+    from .units import GiB
+
+    lay = layout_for(d)
+    avail = int(round(available_kv_gib * GiB))
+    probe = plan_kv(lay, avail, d.max_model_len, d.rules)
+    mml = min(probe.ceiling, d.max_model_len) if d.auto_fit else d.max_model_len
+    p = plan_kv(lay, avail, max(1, mml), d.rules)
+    out = {"available_kv_bytes": avail, "block_size": lay.block_size, "padding_layers": lay.padding_layers,
+           "padding_warnings": lay.padding_warnings, "num_blocks": p.num_blocks, "max_model_len": p.max_model_len,
+           "kv_cache_tokens": p.kv_cache_tokens, "max_concurrency": round(p.max_concurrency, 4),
+           "max_model_len_ceiling": p.ceiling, "inputs": d.inputs()}
+    if json_out:
+        emit_json(out)
+        return
+    pads = "; ".join(f"Add {n} padding layers, may waste at most {pct:.2f}%" for n, pct in lay.padding_warnings)
+    typer.echo(f"KV plan for {available_kv_gib:.2f} GiB (vLLM {d.rules.version}):\n"
+               f"  block size {lay.block_size} tokens{'; ' + pads if pads else ''}\n"
+               f"  {p.num_blocks:,} blocks of {lay.bytes_per_block:,} bytes\n"
+               f"  GPU KV cache size: {p.kv_cache_tokens:,} tokens\n"
+               f"  Maximum concurrency for {p.max_model_len:,} tokens per request: {p.max_concurrency:.2f}x\n"
+               f"  ceiling (auto-fit max_model_len): {p.ceiling:,}")
+
+
+@app.command()
+def table(model: ModelOpt = None, gpu: GpuOpt = None, gpu_memory: GpuMemOpt = None,
+          kv_cache_dtype: KvOpt = "auto", mtp: Annotated[int, typer.Option("--mtp", help="MTP tokens of the MTP columns.", min=1, max=8)] = 2,
+          max_num_seqs: SeqsOpt = None, max_num_batched_tokens: BatchOpt = None,
+          enable_prefix_caching: PcOpt = False, tensor_parallel_size: TpOpt = 1, compile_cache: CompileOpt = "cold",
+          language_model_only: LmoOpt = None, vllm_version: VerOpt = None, other_gpu_usage: OtherOpt = None,
+          gmu_min: Annotated[float, typer.Option("--gmu-min")] = 0.80,
+          gmu_max: Annotated[float, typer.Option("--gmu-max")] = 0.99,
+          gmu_step: Annotated[float, typer.Option("--gmu-step")] = 0.01,
+          target_context: TargetOpt = None, json_out: JsonOpt = False) -> None:
+    """Ceiling table: longest max_model_len over GMU x graphs/eager x MTP off/on."""
+
+    def go() -> None:
+        from .predict import ceiling_table, target_row
+        from .render import table_text
+        from .units import parse_tokens
+
+        if not (0 < gmu_min <= gmu_max <= 1) or gmu_step <= 0:
+            raise UserError("need 0 < --gmu-min <= --gmu-max <= 1 and --gmu-step > 0")
+        d, c = build(model, gpu, gpu_memory, None, kv_cache_dtype, False, 0, None, max_num_seqs,
+                     max_num_batched_tokens, None, enable_prefix_caching, tensor_parallel_size, compile_cache,
+                     language_model_only, vllm_version, other_gpu_usage)
+        n = int(round((gmu_max - gmu_min) / gmu_step)) + 1
+        gmus = [round(gmu_min + i * gmu_step, 4) for i in range(n)]
+        t = ceiling_table(d, c, gmus, mtp)
+        tokens = parse_tokens(target_context) if target_context else None
+        target = target_row(d, c, tokens, mtp) if tokens else None
+        if json_out:
+            emit_json({**t, "target_context": tokens, "min_gmu": target, "inputs": d.inputs()})
+        else:
+            typer.echo(f"{d.model.ref} on {d.gpu.name}, vLLM {d.rules.version}, KV {d.kv_cache_dtype}, "
+                       f"{d.compile_cache} compile cache")
+            typer.echo(table_text(t, target, tokens))
+
+    run_safely(go)
+
+
+def _basis(source: str) -> str:
+    return "measured" if source.startswith("measured") else \
+        "PyTorch reports" if source.startswith("PyTorch") else source.split(":")[0]
+
+
+@app.command()
+def gpus(json_out: JsonOpt = False) -> None:
+    """List the GPU catalog (total memory as CUDA reports it, and where each figure comes from)."""
+
+    def go() -> None:
+        from tabulate import tabulate
+
+        from .gpus import catalog
+
+        cat = catalog()
+        if json_out:
+            emit_json({k: {"name": v.name, "total_bytes": v.total_bytes, "compute_capability": v.compute_capability,
+                           "source": v.source} for k, v in cat.items()})
+            return
+        rows = [[k, v.name, f"{v.total_gib:.2f}", v.compute_capability,
+                 _basis(v.source)] for k, v in cat.items()]
+        typer.echo(tabulate(rows, headers=["--gpu", "name", "GiB", "sm", "total from"], tablefmt="simple",
+                            disable_numparse=True))
+
+    run_safely(go)
+
+
+@app.command()
+def models(json_out: JsonOpt = False) -> None:
+    """List the bundled model profiles with their key figures."""
+
+    def go() -> None:
+        from tabulate import tabulate
+
+        from .arch import arch_from_config
+        from .checkpoint import bundled_models
+        from .weights import parameter_count, weights_from_config
+
+        rows, out = [], {}
+        for name, m in bundled_models().items():
+            a = arch_from_config(m["config"], name)
+            w = weights_from_config(a, with_vision=False)
+            layers = f"{a.num_gdn} GDN + {a.num_full_attention} attn" if a.is_hybrid else f"{a.num_layers} attn"
+            out[name] = {"hf_id": m["hf_id"], "description": m["description"], "params": parameter_count(a),
+                         "weights_bytes": w.model, "mtp_weights_bytes": w.mtp, "layers": layers,
+                         "max_position_embeddings": a.max_position_embeddings, "source": m["source"]}
+            rows.append([name, f"{parameter_count(a) / 1e9:.2f}B", f"{w.model / 2**30:.2f}",
+                         f"{w.mtp / 2**30:.2f}" if a.mtp_layers else "-", layers, f"{a.max_position_embeddings:,}",
+                         m["hf_id"] or "(layout of community AWQ)"])
+        if json_out:
+            emit_json(out)
+        else:
+            typer.echo(tabulate(rows, headers=["--model", "params", "weights GiB", "MTP GiB", "layers", "max len",
+                                               "Hugging Face"], tablefmt="simple", disable_numparse=True))
+
+    run_safely(go)
+
+
+def _mtp_default(argv: list[str]) -> list[str]:
+    """`--mtp` takes an optional K: a bare `--mtp` means K = 2 (typer options need a value)."""
+    out = []
+    for i, a in enumerate(argv):
+        out.append(a)
+        if a == "--mtp" and (i + 1 == len(argv) or not argv[i + 1].isdigit()):
+            out.append("2")
+    return out
+
+
+def main() -> None:
+    sys.argv[1:] = _mtp_default(sys.argv[1:])
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,83 @@
+"""Fitted coefficients of the measured budget terms, each with its unit and source.
+
+Lookup order: a profile the user fitted for this GPU + model + vLLM version, then one for this
+GPU + version, then this version's bundled profile (which may inherit another version's values).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import UserError
+from .profiles import bundled_dir, read_json, user_dir
+
+
+@dataclass(frozen=True)
+class Coefficient:
+    name: str
+    value: float
+    unit: str
+    source: str
+
+
+class Coefficients:
+    """A name -> Coefficient mapping with the profile files it was read from."""
+
+    def __init__(self, items: dict[str, Coefficient], origins: list[str]):
+        self.items = items
+        self.origins = origins
+
+    def __getitem__(self, name: str) -> float:
+        try:
+            return self.items[name].value
+        except KeyError:
+            raise UserError(f"coefficient {name!r} missing from profiles {self.origins}") from None
+
+    def describe(self, name: str) -> Coefficient:
+        return self.items[name]
+
+
+def _read(path: Path) -> dict[str, Any]:
+    data = read_json(path)
+    if "coefficients" not in data:
+        raise UserError(f"{path} is not a coefficient profile (no 'coefficients')")
+    return data
+
+
+def _bundled(version: str, seen: tuple[str, ...] = ()) -> tuple[dict[str, Coefficient], list[str]]:
+    path = bundled_dir() / "coefficients" / f"vllm-{version}.json"
+    if not path.is_file():
+        raise UserError(f"no bundled coefficients for vLLM {version}")
+    data = _read(path)
+    items: dict[str, Coefficient] = {}
+    origins = [str(path)]
+    parent = data.get("inherits")
+    if parent and parent not in seen:
+        items, more = _bundled(parent, seen + (version,))
+        origins = more + origins
+    for k, v in data["coefficients"].items():
+        items[k] = Coefficient(k, float(v["value"]), v.get("unit", ""), v.get("source", ""))
+    return items, origins
+
+
+def fitted_profile_path(gpu_key: str, model: str | None, version: str) -> Path:
+    """Where `vrambudget fit` writes (and `predict` reads) a fitted profile."""
+    safe = (model or "any").replace("/", "--")
+    return user_dir() / "profiles" / f"vllm-{version}" / f"{gpu_key}__{safe}.json"
+
+
+def load(version: str, gpu_key: str | None = None, model: str | None = None,
+         extra: list[Path] | None = None) -> Coefficients:
+    items, origins = _bundled(version)
+    layers: list[Path] = []
+    if gpu_key:
+        layers += [fitted_profile_path(gpu_key, None, version), fitted_profile_path(gpu_key, model, version)]
+    layers += extra or []
+    for p in layers:
+        if p.is_file():
+            for k, v in _read(p)["coefficients"].items():
+                items[k] = Coefficient(k, float(v["value"]), v.get("unit", ""), v.get("source", str(p)))
+            origins.append(str(p))
+    return Coefficients(items, origins)

@@ -1,0 +1,142 @@
+"""A deployment: model, GPU, vLLM version and flags, with vLLM's defaults filled in."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from .checkpoint import ModelSource
+from .errors import UserError
+from .gpus import GPU
+from .units import GiB
+from .vllm_rules import VllmRules
+
+KV_DTYPES = {"auto": None, "bfloat16": 2, "float16": 2, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1}
+
+
+@dataclass(frozen=True)
+class Flags:
+    """vLLM flags as the user gave them (None = vLLM's default for this GPU and version)."""
+
+    gpu_memory_utilization: float | None = None
+    kv_cache_dtype: str = "auto"
+    enforce_eager: bool = False
+    num_speculative_tokens: int = 0  # MTP tokens; 0 = no speculative decoding
+    speculative_method: str = "mtp"
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    max_model_len: int | None = None  # None: the model's own maximum; -1: auto-fit
+    enable_prefix_caching: bool = False
+    tensor_parallel_size: int = 1
+    compile_cache: str = "cold"  # "cold" or "warm": was this exact graph compiled before?
+    language_model_only: bool | None = None  # None: on for multimodal checkpoints
+    other_gpu_bytes: int = 0  # memory other processes hold on the GPU
+
+
+def parse_speculative_config(text: str) -> tuple[str, int]:
+    """--speculative-config JSON -> (method, num_speculative_tokens)."""
+    try:
+        cfg = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise UserError(f"--speculative-config is not JSON ({e.msg}); write it like "
+                        "'{\"method\":\"mtp\",\"num_speculative_tokens\":2}'") from None
+    if not isinstance(cfg, dict) or "method" not in cfg:
+        raise UserError("--speculative-config needs at least a \"method\" key")
+    return str(cfg["method"]), int(cfg.get("num_speculative_tokens", 1))
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """Everything resolved: no None left in the flags that matter."""
+
+    model: ModelSource
+    gpu: GPU
+    rules: VllmRules
+    gmu: float
+    kv_cache_dtype: str
+    kv_dtype_bytes: int
+    enforce_eager: bool
+    spec_tokens: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    max_model_len: int  # what vLLM runs with (the model's maximum when not given)
+    auto_fit: bool  # --max-model-len -1/auto: vLLM lowers it to the ceiling
+    max_model_len_given: bool  # False: vLLM's default, the model's own maximum
+    enable_prefix_caching: bool
+    tp: int
+    compile_cache: str
+    language_model_only: bool
+    other_gpu_bytes: int
+
+    @property
+    def mtp(self) -> bool:
+        return self.spec_tokens > 0
+
+    @property
+    def mamba_mode(self) -> str:
+        """GDN state caching: 'align' with prefix caching (or by default in newer vLLM), else 'none'."""
+        if not self.model.arch.is_hybrid:
+            return "none"
+        return "align" if self.enable_prefix_caching else self.rules.mamba_mode_default
+
+    def inputs(self) -> dict[str, Any]:
+        """Every resolved input, defaults included (for --json)."""
+        return {
+            "model": self.model.ref, "model_origin": self.model.origin, "gpu": self.gpu.name,
+            "gpu_total_bytes": self.gpu.total_bytes, "vllm_version": self.rules.version,
+            "gpu_memory_utilization": self.gmu, "kv_cache_dtype": self.kv_cache_dtype,
+            "enforce_eager": self.enforce_eager, "num_speculative_tokens": self.spec_tokens,
+            "max_num_seqs": self.max_num_seqs, "max_num_batched_tokens": self.max_num_batched_tokens,
+            "max_model_len": self.max_model_len, "auto_fit_max_model_len": self.auto_fit,
+            "max_model_len_given": self.max_model_len_given,
+            "enable_prefix_caching": self.enable_prefix_caching, "mamba_cache_mode": self.mamba_mode,
+            "tensor_parallel_size": self.tp, "compile_cache": self.compile_cache,
+            "language_model_only": self.language_model_only, "other_gpu_bytes": self.other_gpu_bytes,
+        }
+
+    def with_(self, **changes: Any) -> "Deployment":
+        return replace(self, **changes)
+
+
+def resolve(model: ModelSource, gpu: GPU, rules: VllmRules, flags: Flags) -> Deployment:
+    """Fill in vLLM's defaults for this GPU and version; reject what vLLM would reject."""
+    a = model.arch
+    gmu = rules.default_gmu if flags.gpu_memory_utilization is None else flags.gpu_memory_utilization
+    if not 0 < gmu <= 1:
+        raise UserError(f"--gpu-memory-utilization must be in (0, 1], got {gmu}")
+    kv = flags.kv_cache_dtype.lower()
+    if kv not in KV_DTYPES:
+        raise UserError(f"--kv-cache-dtype {flags.kv_cache_dtype!r} is not one of {', '.join(KV_DTYPES)}")
+    from .units import dtype_bytes
+
+    kv_bytes = KV_DTYPES[kv] or dtype_bytes(a.dtype)
+    k = flags.num_speculative_tokens
+    if k < 0:
+        raise UserError("--mtp / num_speculative_tokens must be >= 0")
+    if k and flags.speculative_method == "mtp" and not a.mtp_layers:
+        raise UserError(f"{a.name} has no MTP head (mtp_num_hidden_layers = 0); drop --mtp")
+    if k and flags.speculative_method != "mtp":
+        raise UserError(f"speculative method {flags.speculative_method!r} is not modelled (only mtp)"
+                        + ("; never use ngram on a GDN hybrid: rejected tokens corrupt the recurrent state"
+                           if a.is_hybrid and flags.speculative_method.startswith("ngram") else ""))
+    big = gpu.total_bytes >= rules.big_gpu_threshold_gib * GiB and "A100" not in gpu.name.upper()
+    d_tokens, d_seqs = rules.serve_defaults_big if big else rules.serve_defaults_small
+    seqs = flags.max_num_seqs or d_seqs
+    auto_fit = flags.max_model_len == -1
+    mml = a.max_position_embeddings if flags.max_model_len in (None, -1) else flags.max_model_len
+    if mml <= 0:
+        raise UserError("--max-model-len must be positive (or auto)")
+    tokens = flags.max_num_batched_tokens or min(d_tokens, seqs * mml)
+    tp = flags.tensor_parallel_size
+    if tp < 1 or (a.num_attention_heads % tp):
+        raise UserError(f"--tensor-parallel-size {tp} must divide the {a.num_attention_heads} attention heads")
+    if flags.compile_cache not in ("cold", "warm"):
+        raise UserError("--compile-cache must be cold or warm")
+    lmo = a.is_multimodal if flags.language_model_only is None else flags.language_model_only
+    return Deployment(model, gpu, rules, gmu, kv, kv_bytes, flags.enforce_eager, k, seqs, tokens, mml, auto_fit,
+                      flags.max_model_len is not None, flags.enable_prefix_caching, tp, flags.compile_cache, lmo, flags.other_gpu_bytes)
+
+
+def flags_dict(f: Flags) -> dict[str, Any]:
+    return asdict(f)

@@ -1,0 +1,107 @@
+"""The GPU catalog (profiles/gpus.json), `--gpu auto` through NVML, and `--gpu-memory`."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+from .errors import UserError
+from .profiles import bundled_dir, read_json
+from .units import GiB
+
+
+@dataclass(frozen=True)
+class GPU:
+    key: str
+    name: str
+    total_bytes: int  # as CUDA reports it where measured (see the catalog's source field)
+    compute_capability: str
+    source: str
+    used_bytes: int = 0  # memory other processes hold now (only known with --gpu auto)
+
+    @property
+    def is_hopper(self) -> bool:
+        return self.compute_capability.startswith("9.")
+
+    @property
+    def total_gib(self) -> float:
+        return self.total_bytes / GiB
+
+
+def _norm(name: str) -> str:
+    s = name.lower().replace("nvidia", "").replace("geforce", "")
+    return re.sub(r"[^a-z0-9]", "", s)
+
+
+@lru_cache(maxsize=1)
+def catalog() -> dict[str, GPU]:
+    data = read_json(bundled_dir() / "gpus.json")["gpus"]
+    return {k: GPU(k, v["name"], int(v["total_bytes"]), str(v["compute_capability"]), v["source"])
+            for k, v in data.items()}
+
+
+def _aliases() -> dict[str, str]:
+    data = read_json(bundled_dir() / "gpus.json")["gpus"]
+    out: dict[str, str] = {}
+    for k, v in data.items():
+        for a in [k, v["name"], *v.get("aliases", [])]:
+            out[_norm(a)] = k
+            out[_norm(a).replace("rtx", "")] = k
+    return out
+
+
+def lookup(name: str) -> GPU:
+    """A catalog GPU by key, alias or marketing name ('4060ti', 'RTX 4090', 'h100-80gb')."""
+    key = _aliases().get(_norm(name)) or _aliases().get(_norm(name).replace("rtx", ""))
+    if key is None:
+        known = ", ".join(sorted(catalog()))
+        raise UserError(f"unknown GPU {name!r}; known: {known} (or --gpu auto, or --gpu-memory 23.5GiB)")
+    return catalog()[key]
+
+
+def from_memory(total_bytes: int, compute_capability: str = "8.9") -> GPU:
+    if total_bytes < GiB:
+        raise UserError(f"--gpu-memory {total_bytes} bytes is less than 1 GiB; write it like 23.5GiB")
+    return GPU("custom", f"custom GPU ({total_bytes / GiB:.2f} GiB)", total_bytes, compute_capability,
+               "--gpu-memory as given")
+
+
+def detect(index: int = 0) -> GPU:
+    """The local GPU through NVML. Known models keep the catalog's measured CUDA total (NVML's
+    total is nvidia-smi's, a little above what CUDA reports); memory in use now is recorded."""
+    try:
+        import pynvml
+    except ImportError:
+        raise UserError("--gpu auto needs nvidia-ml-py (pip install nvidia-ml-py)") from None
+    try:
+        pynvml.nvmlInit()
+    except Exception as e:  # NVMLError has no stable subclass to catch here
+        raise UserError(f"--gpu auto: no NVIDIA driver reachable through NVML ({e}); name the GPU with --gpu") from None
+    try:
+        h = pynvml.nvmlDeviceGetHandleByIndex(index)
+        name = pynvml.nvmlDeviceGetName(h)
+        name = name.decode() if isinstance(name, bytes) else name
+        mem = pynvml.nvmlDeviceGetMemoryInfo(h)
+        major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(h)
+    finally:
+        pynvml.nvmlShutdown()
+    try:
+        known = lookup(name)
+        total, source = (known.total_bytes, known.source) if known.source.startswith("measured") else \
+            (int(mem.total), "NVML total of the local GPU")
+    except UserError:
+        total, source = int(mem.total), "NVML total of the local GPU"
+    return GPU("auto", name, total, f"{major}.{minor}", source, used_bytes=int(mem.used))
+
+
+def resolve(gpu: str | None, gpu_memory: str | None) -> GPU:
+    from .units import parse_size
+
+    if gpu_memory:
+        return from_memory(parse_size(gpu_memory))
+    if not gpu:
+        return lookup("rtx4060ti")
+    if gpu.lower() == "auto":
+        return detect()
+    return lookup(gpu)

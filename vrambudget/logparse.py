@@ -1,0 +1,207 @@
+"""Read a vLLM startup log (0.19/0.20.x and 0.33 formats): the flags it states, every memory
+figure it prints, and how it ended. Pure text parsing; tested on real logs."""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+_NUM = r"([0-9][0-9,]*\.?[0-9]*)"
+
+
+def _f(s: str) -> float:
+    return float(s.replace(",", ""))
+
+
+PATTERNS: dict[str, re.Pattern[str]] = {
+    "vllm_version": re.compile(r"Initializing a V1 LLM engine \(v([0-9][^)]*)\)"),
+    "version_line": re.compile(r"vLLM API server version ([0-9][\w.+-]*)"),
+    "args": re.compile(r"non-default args: (\{.*\})\s*$"),
+    "snapshot": re.compile(r"worker init memory snapshot: .*?free_memory=([0-9.]+)GiB, total_memory=([0-9.]+)GiB, "
+                           r"cuda_memory=([0-9.]+)GiB"),
+    "requested": re.compile(r"worker requested memory: ([0-9.]+)GiB"),
+    "weights": re.compile(r"Model loading took ([0-9.]+) GiB"),
+    "block_size": re.compile(r"Setting attention block size to (\d+) tokens"),
+    "profiling": re.compile(r"Total non KV cache memory: ([0-9.]+)GiB; torch peak memory increase: ([0-9.]+)GiB; "
+                            r"non-torch forward increase memory: ([0-9.]+)GiB; weights memory: ([0-9.]+)GiB"),
+    "cudagraph_estimate": re.compile(r"Estimated CUDA graph memory: (-?[0-9.]+) GiB total"),
+    "available_kv": re.compile(r"Available KV cache memory: (-?[0-9.]+) GiB"),
+    "padding": re.compile(r"Add (\d+) padding layers, may waste at most ([0-9.]+)%"),
+    "autofit_reduced": re.compile(r"Auto-fit max_model_len: reduced from (\d+) to (\d+)"),
+    "autofit_full": re.compile(r"Auto-fit max_model_len: full model context length (\d+) fits"),
+    "kv_tokens": re.compile(r"GPU KV cache size: " + _NUM + r" tokens"),
+    "concurrency": re.compile(r"Maximum concurrency for " + _NUM + r" tokens per request: ([0-9.]+)x"),
+    "graph_capture": re.compile(r"Graph capturing finished in \d+ secs, took (-?[0-9.]+) GiB"),
+    "max_len_used": re.compile(r"Using max model len (\d+)"),
+    "estimated_max": re.compile(r"estimated maximum model length is (\d+)"),
+    "needed_kv": re.compile(r"([0-9.]+) GiB KV cache is needed, which is larger than the available KV cache memory "
+                            r"\(([0-9.]+) GiB\)"),
+    "free_short": re.compile(r"Free memory on device \(([0-9.]+)/([0-9.]+) GiB\) on startup is less than desired"),
+    "lab_max_len": re.compile(r"^LAB max_model_len (-?\d+)"),
+}
+OOM = re.compile(r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory")
+CRASH = re.compile(r"Traceback \(most recent call last\)|Engine core initialization failed|EngineCore failed to start")
+READY = re.compile(r"Application startup complete|Starting vLLM API server|init engine \(profile, create kv cache")
+
+
+@dataclass
+class LogFacts:
+    """Everything a startup log states. GiB figures are as logged (2 decimals)."""
+
+    vllm_version: str | None = None
+    args: dict[str, Any] = field(default_factory=dict)
+    total_gib: float | None = None
+    free_at_start_gib: float | None = None
+    cuda_context_gib: float | None = None
+    requested_gib: float | None = None
+    weights_gib: float | None = None
+    non_kv_gib: float | None = None
+    activation_gib: float | None = None
+    non_torch_gib: float | None = None
+    cudagraph_estimate_gib: float | None = None
+    cudagraph_actual_gib: float | None = None
+    available_kv_gib: float | None = None
+    block_size: int | None = None
+    padding: list[tuple[int, float]] = field(default_factory=list)
+    max_model_len_default: int | None = None
+    auto_fit_to: int | None = None
+    max_model_len: int | None = None  # the engine's final max_model_len, where the log shows it
+    kv_cache_tokens: int | None = None
+    concurrency: float | None = None
+    concurrency_len: int | None = None
+    compile: str | None = None  # "cold" (compiled now), "warm" (loaded from cache), None (eager)
+    estimated_max_model_len: int | None = None
+    needed_kv_gib: float | None = None
+    outcome: str = "unknown"  # started | kv_too_small | oom_loading | oom_profiling | oom_kv_allocation |
+    #                           oom_graph_capture | insufficient_free_memory | crashed | incomplete
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def parse_log(text: str) -> LogFacts:
+    f = LogFacts()
+    milestones: list[str] = []
+    oom_at: str | None = None
+    crash_line: str | None = None
+    for line in text.splitlines():
+        for key, pat in PATTERNS.items():
+            m = pat.search(line)
+            if not m:
+                continue
+            g = m.groups()
+            if key in ("vllm_version", "version_line") and not f.vllm_version:
+                f.vllm_version = g[0]
+            elif key == "args" and not f.args:
+                try:
+                    f.args = ast.literal_eval(g[0])
+                except (ValueError, SyntaxError):
+                    f.args = {}
+            elif key == "snapshot":
+                f.free_at_start_gib, f.total_gib, f.cuda_context_gib = map(float, g)
+            elif key == "requested":
+                f.requested_gib = float(g[0])
+            elif key == "weights":
+                f.weights_gib = float(g[0])
+                milestones.append("loaded")
+            elif key == "block_size":
+                f.block_size = int(g[0])
+            elif key == "profiling":
+                f.non_kv_gib, f.activation_gib, f.non_torch_gib, _w = map(float, g)
+                milestones.append("profiled")
+            elif key == "cudagraph_estimate":
+                f.cudagraph_estimate_gib = float(g[0])
+            elif key == "available_kv":
+                f.available_kv_gib = float(g[0])
+                milestones.append("profiled")
+            elif key == "padding":
+                pad = (int(g[0]), float(g[1]))
+                if pad not in f.padding:
+                    f.padding.append(pad)
+            elif key == "autofit_reduced":
+                f.auto_fit_to = f.max_model_len = int(g[1])
+            elif key == "autofit_full":
+                f.max_model_len = int(g[0])
+            elif key == "kv_tokens":
+                f.kv_cache_tokens = int(_f(g[0]))
+                milestones.append("kv_allocated")
+            elif key == "concurrency":
+                f.concurrency_len, f.concurrency = int(_f(g[0])), float(g[1])
+                f.max_model_len = f.max_model_len or f.concurrency_len
+            elif key == "graph_capture":
+                f.cudagraph_actual_gib = float(g[0])
+                milestones.append("captured")
+            elif key == "max_len_used" and f.max_model_len_default is None:
+                f.max_model_len_default = int(g[0])
+            elif key == "estimated_max":
+                f.estimated_max_model_len = int(g[0])
+            elif key == "needed_kv":
+                f.needed_kv_gib = float(g[0])
+            elif key == "free_short":
+                f.outcome = "insufficient_free_memory"
+                f.error = line.strip()[-300:]
+            elif key == "lab_max_len" and int(g[0]) > 0:
+                f.max_model_len = int(g[0])
+        if "Compiling a graph for" in line and f.compile is None:
+            f.compile = "cold"
+        elif ("Directly load the compiled graph" in line or "Loading compiled graph" in line) and f.compile is None:
+            f.compile = "warm"
+        if OOM.search(line) and oom_at is None:
+            oom_at = milestones[-1] if milestones else "start"
+            f.error = line.strip()[-300:]
+        if CRASH.search(line) and crash_line is None:
+            crash_line = line.strip()[-300:]
+        if READY.search(line):
+            milestones.append("ready")
+    f.outcome = _outcome(f, milestones, oom_at, crash_line)
+    if f.outcome == "crashed" and not f.error:
+        f.error = crash_line
+    return f
+
+
+def _outcome(f: LogFacts, milestones: list[str], oom_at: str | None, crash_line: str | None) -> str:
+    if f.outcome == "insufficient_free_memory":
+        return f.outcome
+    if f.estimated_max_model_len is not None or f.needed_kv_gib is not None:
+        return "kv_too_small"
+    if oom_at is not None:
+        return {"start": "oom_loading", "loaded": "oom_profiling", "profiled": "oom_kv_allocation",
+                "kv_allocated": "oom_graph_capture", "captured": "oom_graph_capture"}.get(oom_at, "oom_profiling")
+    if crash_line:
+        return "crashed"
+    if "ready" in milestones or "kv_allocated" in milestones:
+        return "started"
+    return "incomplete"
+
+
+def flags_from_args(args: dict[str, Any]) -> dict[str, Any]:
+    """vLLM's non-default args -> the keyword arguments of `deployment.Flags` (what the log states)."""
+    out: dict[str, Any] = {}
+    if "gpu_memory_utilization" in args:
+        out["gpu_memory_utilization"] = float(args["gpu_memory_utilization"])
+    if "kv_cache_dtype" in args:
+        out["kv_cache_dtype"] = str(args["kv_cache_dtype"])
+    if args.get("enforce_eager"):
+        out["enforce_eager"] = True
+    spec = args.get("speculative_config")
+    if isinstance(spec, str):
+        import json
+
+        spec = json.loads(spec)
+    if isinstance(spec, dict):
+        out["speculative_method"] = str(spec.get("method", "mtp"))
+        out["num_speculative_tokens"] = int(spec.get("num_speculative_tokens", 1))
+    for k in ("max_num_seqs", "max_num_batched_tokens", "tensor_parallel_size"):
+        if k in args:
+            out[k] = int(args[k])
+    if "max_model_len" in args:
+        v = args["max_model_len"]
+        out["max_model_len"] = -1 if str(v).lower() in ("-1", "auto") else int(v)
+    if "enable_prefix_caching" in args:
+        out["enable_prefix_caching"] = bool(args["enable_prefix_caching"])
+    if "language_model_only" in args:
+        out["language_model_only"] = bool(args["language_model_only"])
+    return out

@@ -1,0 +1,161 @@
+"""vLLM's KV cache plan, reproduced exactly: block size, groups and padding layers, number of
+blocks, concurrency, the logged "GPU KV cache size" and the longest max_model_len that starts.
+
+Pure arithmetic over the specs of `kvspec.py`; version differences come from `vllm_rules.py`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .arch import FULL, LINEAR, SLIDING, ModelArch
+from .kvspec import AttentionSpec, MambaSpec, SlidingWindowSpec, mamba_spec
+from .units import cdiv
+from .vllm_rules import VllmRules
+
+DENSE_BLOCK_SIZE = 16  # FlashAttention / FlashInfer default block on CUDA
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """Layers that share one spec; vLLM splits a bucket into groups of `group_size` layers."""
+
+    kind: str  # "attention", "sliding" or "gdn"
+    spec: AttentionSpec | MambaSpec
+    num_layers: int
+
+
+@dataclass(frozen=True)
+class KVLayout:
+    """How the KV cache is laid out, before any memory is known."""
+
+    buckets: tuple[Bucket, ...]
+    block_size: int  # tokens per attention block
+    group_size: int  # layers per KV cache group
+    page_size_bytes: int  # one block of one layer (uniform across groups)
+    hybrid: bool
+
+    @property
+    def bytes_per_block(self) -> int:
+        """Memory one block id costs across a group's layers (bytes)."""
+        return self.group_size * self.page_size_bytes
+
+    def groups(self, b: Bucket) -> int:
+        return cdiv(b.num_layers, self.group_size)
+
+    def padding(self, b: Bucket) -> int:
+        rem = b.num_layers % self.group_size
+        return self.group_size - rem if rem else 0
+
+    @property
+    def padding_layers(self) -> int:
+        return sum(self.padding(b) for b in self.buckets)
+
+    @property
+    def padding_warnings(self) -> list[tuple[int, float]]:
+        """vLLM's "Add P padding layers, may waste at most X%" lines, one per padded bucket."""
+        return [(self.padding(b), round(self.padding(b) / b.num_layers * 100, 2))
+                for b in self.buckets if self.padding(b)]
+
+    @property
+    def num_groups(self) -> int:
+        return sum(self.groups(b) for b in self.buckets)
+
+    def blocks_per_request(self, tokens: int) -> int:
+        """Block ids one request of `tokens` tokens holds (every group allocates its own)."""
+        return sum(self.groups(b) * b.spec.blocks_for(tokens) for b in self.buckets)
+
+    def bytes_per_request(self, tokens: int) -> int:
+        return self.blocks_per_request(tokens) * self.bytes_per_block
+
+    def fixed_blocks(self) -> int:
+        """Blocks a request holds whatever its length (the GDN state pages)."""
+        return sum(self.groups(b) * b.spec.blocks_for(0) for b in self.buckets if b.kind == "gdn")
+
+
+def hybrid_block_size(attn_bytes_per_token: int, mamba_state_bytes: int, multiple: int) -> int:
+    """Smallest multiple of `multiple` tokens whose attention page holds one mamba page."""
+    return multiple * cdiv(mamba_state_bytes, multiple * attn_bytes_per_token)
+
+
+def group_size(counts: list[int]) -> int:
+    """vLLM's heuristic: the smallest bucket, or the largest when it is < 1.5x the smallest."""
+    lo, hi = min(counts), max(counts)
+    return hi if hi < lo * 1.5 else lo
+
+
+def build_layout(arch: ModelArch, *, kv_dtype_bytes: int, spec_tokens: int, draft_attention_layers: int,
+                 tp: int, mamba_blocks: int, block_multiple: int, max_num_batched_tokens: int) -> KVLayout:
+    """Buckets, block size and groups for a model; the drafter's attention layers join the
+    full-attention bucket. `mamba_blocks` = blocks one request holds per GDN group."""
+    kv_heads = max(1, arch.num_kv_heads // tp)
+    attn = AttentionSpec(kv_heads, arch.head_dim, kv_dtype_bytes, DENSE_BLOCK_SIZE)
+    n_full = arch.layer_types.count(FULL) + draft_attention_layers
+    n_gdn = arch.layer_types.count(LINEAR)
+    n_sw = arch.layer_types.count(SLIDING)
+    if n_gdn and arch.gdn:
+        mamba = mamba_spec(arch.gdn, model_dtype=arch.dtype, spec_tokens=spec_tokens, tp=tp,
+                           blocks_per_request=mamba_blocks)
+        block = hybrid_block_size(attn.bytes_per_token, mamba.state_bytes, block_multiple)
+        attn = AttentionSpec(kv_heads, arch.head_dim, kv_dtype_bytes, block)
+        mamba = MambaSpec(**{**mamba.__dict__, "page_size_padded": attn.page_size_bytes})
+        buckets = [Bucket("attention", attn, n_full), Bucket("gdn", mamba, n_gdn)]
+    else:
+        buckets = [Bucket("attention", attn, n_full)] if n_full else []
+        if n_sw:
+            sw = SlidingWindowSpec(kv_heads, arch.head_dim, kv_dtype_bytes, DENSE_BLOCK_SIZE,
+                                   window=arch.sliding_window or 4096, in_flight_tokens=max_num_batched_tokens)
+            buckets.append(Bucket("sliding", sw, n_sw))
+    buckets = [b for b in buckets if b.num_layers]
+    return KVLayout(tuple(buckets), block_size=buckets[0].spec.block_size if not n_gdn else attn.block_size,
+                    group_size=group_size([b.num_layers for b in buckets]),
+                    page_size_bytes=attn.page_size_bytes, hybrid=bool(n_gdn))
+
+
+@dataclass(frozen=True)
+class KVPlan:
+    """The plan for a given KV memory: what vLLM allocates and logs."""
+
+    layout: KVLayout
+    available_bytes: int
+    max_model_len: int
+    num_blocks: int
+    blocks_per_request: int
+    max_concurrency: float
+    kv_cache_tokens: int  # what vLLM logs as "GPU KV cache size: N tokens"
+    ceiling: int  # longest max_model_len whose one request fits (0: none)
+    fits: bool
+    notes: list[str] = field(default_factory=list)
+
+
+def ceiling_tokens(layout: KVLayout, check_bytes: int) -> int:
+    """Largest L (tokens) with blocks_per_request(L) <= check_bytes // bytes_per_block; vLLM's
+    auto-fit bisection lands on the same value (a multiple of the block size)."""
+    budget = check_bytes // layout.bytes_per_block if check_bytes > 0 else 0
+    if layout.blocks_per_request(1) > budget:
+        return 0
+    lo, hi = 1, 1 << 26
+    if layout.blocks_per_request(hi) <= budget:
+        return hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if layout.blocks_per_request(mid) <= budget:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def plan_kv(layout: KVLayout, available_bytes: int, max_model_len: int, rules: VllmRules) -> KVPlan:
+    """Number of blocks, capacity and ceiling for `available_bytes` of KV memory."""
+    num_blocks = max(0, available_bytes) // layout.bytes_per_block
+    per_req = layout.blocks_per_request(max_model_len)
+    concurrency = num_blocks / per_req if per_req else 0.0
+    if rules.kv_tokens_formula == "groups":
+        tokens = num_blocks // layout.num_groups * layout.block_size
+    else:
+        tokens = int(concurrency * max_model_len)
+    check = available_bytes - rules.reserved_null_blocks * layout.bytes_per_block
+    ceiling = ceiling_tokens(layout, check)
+    return KVPlan(layout, available_bytes, max_model_len, num_blocks, per_req, concurrency, tokens,
+                  ceiling, fits=ceiling >= max_model_len)

@@ -1,0 +1,89 @@
+"""Where profiles live and how they are read and written (the only file I/O of the model side).
+
+Bundled profiles ship inside the wheel as `vrambudget/profiles/` (the repository's top-level
+`profiles/`, mapped there at build time); an editable checkout reads `profiles/` directly.
+Profiles the user fits are written to the user data dir and take precedence.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from .errors import UserError
+
+
+@lru_cache(maxsize=1)
+def bundled_dir() -> Path:
+    """The bundled profiles folder (inside the installed package, or the checkout's profiles/)."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "profiles", here.parent / "profiles"):
+        if (candidate / "gpus.json").is_file():
+            return candidate
+    raise UserError(f"bundled profiles are missing (looked in {here / 'profiles'}); reinstall vrambudget")
+
+
+def user_dir() -> Path:
+    """Per-user data: fitted profiles and probe runs ($VRAMBUDGET_HOME, else XDG data home)."""
+    env = os.environ.get("VRAMBUDGET_HOME")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "vrambudget"
+
+
+def read_json(path: Path) -> Any:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
+    except FileNotFoundError:
+        raise UserError(f"{path} does not exist") from None
+    except json.JSONDecodeError as e:
+        raise UserError(f"{path} is not valid JSON (line {e.lineno}: {e.msg})") from None
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON through a temporary file and rename, so a crash never leaves half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=2, sort_keys=False)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def append_jsonl_atomic(path: Path, record: dict[str, Any]) -> None:
+    """Append one JSON line with a single O_APPEND write and fsync (a crash loses no earlier line)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    line = (json.dumps(record, sort_keys=False) + "\n").encode()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """Records of a JSON-lines file; a torn last line (crash mid-write) is skipped."""
+    out = []
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return out

@@ -1,0 +1,69 @@
+"""Byte and token arithmetic shared by every module. GiB = 2**30 bytes, as vLLM logs it."""
+
+from __future__ import annotations
+
+import math
+import re
+
+from .errors import UserError
+
+GiB = 1 << 30
+MiB = 1 << 20
+
+DTYPE_BYTES = {
+    "float32": 4, "fp32": 4, "float": 4,
+    "bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2, "half": 2,
+    "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "float8_e4m3fn": 1, "int8": 1, "uint8": 1,
+}
+
+
+def cdiv(a: int, b: int) -> int:
+    """Ceiling division of non-negative integers."""
+    return -(-a // b)
+
+
+def gib(n_bytes: float) -> float:
+    """Bytes -> GiB."""
+    return n_bytes / GiB
+
+
+def dtype_bytes(name: str) -> int:
+    """Bytes per element of a dtype name as it appears in configs and vLLM flags."""
+    key = str(name).replace("torch.", "").lower()
+    if key not in DTYPE_BYTES:
+        raise UserError(f"unknown dtype {name!r}; known: {', '.join(sorted(DTYPE_BYTES))}")
+    return DTYPE_BYTES[key]
+
+
+_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([KMGT]i?B?|B)?\s*$", re.IGNORECASE)
+_MULT = {"b": 1, "k": 1e3, "kb": 1e3, "kib": 1 << 10, "m": 1e6, "mb": 1e6, "mib": 1 << 20,
+         "g": 1e9, "gb": 1e9, "gib": 1 << 30, "t": 1e12, "tb": 1e12, "tib": 1 << 40}
+
+
+def parse_size(text: str) -> int:
+    """'23.5GiB', '24GB', '16380MiB' or a plain byte count -> bytes (a bare number above 4096 is
+    bytes, below it GiB)."""
+    m = _SIZE.match(str(text))
+    if not m:
+        raise UserError(f"cannot read memory size {text!r}; write it like 23.5GiB, 24GB or 16380MiB")
+    value, unit = float(m.group(1)), (m.group(2) or "").lower()
+    if not unit:
+        return int(value) if value > 4096 else int(value * GiB)
+    return int(value * _MULT[unit])
+
+
+def parse_tokens(text: str) -> int:
+    """'32768', '32k', '128K', '1M' -> tokens (k = 1024, as context lengths are usually meant)."""
+    t = str(text).strip().lower().replace(",", "").replace("_", "")
+    mult = 1
+    if t.endswith("k"):
+        t, mult = t[:-1], 1024
+    elif t.endswith("m"):
+        t, mult = t[:-1], 1024 * 1024
+    try:
+        value = float(t)
+    except ValueError:
+        raise UserError(f"cannot read token count {text!r}; write it like 32768 or 32k") from None
+    if value <= 0 or not math.isfinite(value):
+        raise UserError(f"token count must be positive, got {text!r}")
+    return int(value * mult)

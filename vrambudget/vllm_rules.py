@@ -1,0 +1,85 @@
+"""Everything that differs between vLLM versions, in one place, keyed by version.
+
+Each `VllmRules` states how one version range plans the KV cache, what it logs and its defaults.
+Sources: vLLM 0.20.2 real startup logs (shared fixtures, verified) and the 0.20.2 / 0.33.0 wheels'
+source (`v1/core/kv_cache_utils.py`, `platforms/interface.py`, `v1/worker/gpu_worker.py`,
+`engine/arg_utils.py`), as summarised in the project's memory-model spec.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import UserError
+
+
+@dataclass(frozen=True)
+class VllmRules:
+    version: str  # the range's canonical name, e.g. "0.20"
+    description: str
+    default_gmu: float
+    # Hybrid block size: the attention block is raised to a multiple of this until one attention
+    # page holds one mamba page (0.20.2: 16; newer: the backend's kernel block).
+    hybrid_block_multiple: int
+    # In "align" mamba cache mode on Hopper with FlashInfer GDN, newer versions align to 64.
+    align_block_multiple_hopper: int
+    # Mamba cache mode when --enable-prefix-caching is not given: "none" or "align".
+    mamba_mode_default: str
+    # Extra mamba blocks per GDN group in "align" mode on Hopper (FlashInfer prefill checkpoints).
+    align_hopper_extra_blocks: int
+    # Blocks the ceiling check keeps back (0.33 reserves one null block).
+    reserved_null_blocks: int
+    # How "GPU KV cache size: N tokens" is computed: "concurrency" (int(concurrency * L)) or
+    # "groups" (num_blocks // num_groups * block_size, about 0.19 and before).
+    kv_tokens_formula: str
+    # Whether the CUDA graph memory estimate is subtracted from the KV budget.
+    cudagraph_estimate_in_budget: bool
+    # Default max_num_batched_tokens / max_num_seqs of `vllm serve` (big: >= 70 GiB, not A100).
+    serve_defaults_big: tuple[int, int] = (8192, 1024)
+    serve_defaults_small: tuple[int, int] = (2048, 256)
+    big_gpu_threshold_gib: float = 70.0
+
+
+RULES: dict[str, VllmRules] = {
+    "0.19": VllmRules(
+        version="0.19", description="vLLM 0.19.x and before (KV tokens logged as blocks // groups x B)",
+        default_gmu=0.9, hybrid_block_multiple=16, align_block_multiple_hopper=16,
+        mamba_mode_default="none", align_hopper_extra_blocks=0, reserved_null_blocks=0,
+        kv_tokens_formula="groups", cudagraph_estimate_in_budget=False,
+    ),
+    "0.20": VllmRules(
+        version="0.20", description="vLLM 0.20.x (verified on 0.20.2 H200 logs)",
+        default_gmu=0.9, hybrid_block_multiple=16, align_block_multiple_hopper=16,
+        mamba_mode_default="none", align_hopper_extra_blocks=0, reserved_null_blocks=0,
+        kv_tokens_formula="concurrency", cudagraph_estimate_in_budget=True,
+    ),
+    "0.33": VllmRules(
+        version="0.33", description="vLLM 0.33.x, the current release (from its source; not yet "
+        "verified on a log: probe it to refit)",
+        default_gmu=0.92, hybrid_block_multiple=16, align_block_multiple_hopper=64,
+        mamba_mode_default="align", align_hopper_extra_blocks=1, reserved_null_blocks=1,
+        kv_tokens_formula="concurrency", cudagraph_estimate_in_budget=True,
+    ),
+}
+NEWEST = "0.33"
+
+
+def _key(version: str) -> tuple[int, int]:
+    parts = version.lstrip("v").split(".")
+    try:
+        return int(parts[0]), int(parts[1])
+    except (IndexError, ValueError):
+        raise UserError(f"cannot read vLLM version {version!r}; write it like 0.20.2") from None
+
+
+def rules_for(version: str | None) -> VllmRules:
+    """The rules of the newest known range at or below `version` (default: the newest)."""
+    if not version:
+        return RULES[NEWEST]
+    want = _key(version)
+    known = sorted(RULES, key=_key)
+    if want < _key(known[0]):
+        raise UserError(f"vLLM {version} is older than the oldest modelled range "
+                        f"({known[0]}); supported: {', '.join(known)}")
+    best = [k for k in known if _key(k) <= want][-1]
+    return RULES[best]

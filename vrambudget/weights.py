@@ -1,0 +1,269 @@
+"""Weight bytes per rank: from the architecture and quantization config (pure), or exactly from
+safetensors headers (see `checkpoint.py`).
+
+Each tensor the model loads is listed with its shape and whether it is a quantizable Linear;
+a `QuantScheme` turns a Linear's (in, out) into bytes the way its checkpoint format stores it.
+Modules that stay unquantized whatever the config says: embeddings, norms, the GDN conv and gates
+(in_proj_b/a, A_log, dt_bias), MoE routers, and everything named in the ignore list.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+from .arch import FULL, LINEAR, SLIDING, ModelArch
+from .errors import UserError
+from .units import cdiv, dtype_bytes
+
+VOCAB_PADDING = 64  # vLLM pads vocab-parallel embeddings to a multiple of 64 rows
+
+# Names that no weight-only quantizer in common use converts (vLLM keeps them in model dtype).
+ALWAYS_UNQUANTIZED = ("embed_tokens", "lm_head", "conv1d", "in_proj_b", "in_proj_a", "mlp.gate.",
+                      "shared_expert_gate", "visual.", "mtp.")
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """One weight (or `count` identical ones, e.g. MoE experts). Linear: numel = in_f * out_f."""
+
+    name: str
+    in_f: int
+    out_f: int
+    count: int = 1
+    linear: bool = True
+    bias: bool = False
+    part: str = "model"  # "model", "mtp" or "vision"
+
+    @property
+    def numel(self) -> int:
+        return self.count * (self.in_f * self.out_f + (self.out_f if self.bias else 0))
+
+
+@dataclass(frozen=True)
+class QuantScheme:
+    """How a quantized Linear is stored. method: none|fp8|awq|gptq|int-pack|nvfp4."""
+
+    method: str = "none"
+    bits: int = 16
+    group_size: int = -1  # -1: one group per output channel (whole input row)
+    zero_point: bool = False
+    act_order: bool = False
+    fp8_block: tuple[int, int] | None = None
+    ignore: tuple[str, ...] = ()
+    quantize_lm_head: bool = False
+
+    def quantizes(self, t: Tensor) -> bool:
+        if self.method == "none" or not t.linear:
+            return False
+        if t.name.startswith("lm_head") and self.quantize_lm_head:
+            return True
+        if any(k in t.name for k in ALWAYS_UNQUANTIZED):
+            return False
+        for pat in self.ignore:
+            if pat.startswith("re:"):
+                if re.match(pat[3:], t.name):
+                    return False
+            elif pat and (pat in t.name or t.name.endswith(pat)):
+                return False
+        return True
+
+    def linear_bytes(self, in_f: int, out_f: int) -> int:
+        """Bytes of one quantized Linear weight (in_f inputs, out_f outputs) and its scales."""
+        n = in_f * out_f
+        g = in_f if self.group_size in (-1, 0, None) else self.group_size
+        groups = cdiv(in_f, g)
+        if self.method == "fp8":
+            if self.fp8_block:
+                bo, bi = self.fp8_block
+                return n + cdiv(out_f, bo) * cdiv(in_f, bi) * 4
+            return n + out_f * 4 if self.group_size == -2 else n + 8  # per-channel | per-tensor
+        if self.method == "nvfp4":
+            return n // 2 + cdiv(n, 16) + 8  # e2m1 pairs + one fp8 scale per 16 + global scales
+        if self.method in ("awq", "gptq", "int-pack"):
+            packed = n * self.bits // 8
+            scales = groups * out_f * 2
+            zeros = groups * out_f * self.bits // 8 if self.zero_point else 0
+            g_idx = in_f * 4 if self.act_order else 0
+            return packed + scales + zeros + g_idx
+        raise UserError(f"quantization method {self.method!r} is not modelled")
+
+
+def scheme_from_config(q: dict[str, Any] | None) -> QuantScheme:
+    """Read a config.json `quantization_config` (AWQ, GPTQ, FP8, compressed-tensors, ModelOpt)."""
+    if not q:
+        return QuantScheme()
+    method = str(q.get("quant_method", "")).lower()
+    ignore = tuple(q.get("modules_to_not_convert") or q.get("ignored_layers") or q.get("ignore")
+                   or q.get("exclude_modules") or ())
+    if method == "awq":
+        return QuantScheme("awq", int(q.get("bits", q.get("w_bit", 4))), int(q.get("group_size", q.get("q_group_size", 128))),
+                           zero_point=bool(q.get("zero_point", True)), ignore=ignore)
+    if method in ("gptq", "gptq_marlin", "auto-round", "autoround"):
+        return QuantScheme("gptq", int(q.get("bits", 4)), int(q.get("group_size", 128)),
+                           zero_point=True, act_order=bool(q.get("desc_act", False)), ignore=ignore)
+    if method == "fp8":
+        block = q.get("weight_block_size")
+        return QuantScheme("fp8", 8, fp8_block=tuple(block) if block else None, ignore=ignore)
+    if method in ("modelopt", "modelopt_fp4"):
+        algo = str(q.get("quant_algo") or q.get("quantization", {}).get("quant_algo", "")).upper()
+        if "FP4" in algo:
+            return QuantScheme("nvfp4", 4, 16, ignore=ignore)
+        return QuantScheme("fp8", 8, ignore=ignore)
+    if method == "compressed-tensors":
+        return _compressed_tensors(q, ignore)
+    raise UserError(f"quantization {method!r} is not modelled; supported: awq, gptq, fp8, "
+                    "compressed-tensors (W4A16, W8A8-FP8, NVFP4), modelopt")
+
+
+def _compressed_tensors(q: dict[str, Any], ignore: tuple[str, ...]) -> QuantScheme:
+    groups = list((q.get("config_groups") or {}).values())
+    if not groups:
+        raise UserError("compressed-tensors config without config_groups")
+    w = groups[0].get("weights") or {}
+    fmt = str(q.get("format", "")).lower()
+    bits, kind = int(w.get("num_bits", 8)), str(w.get("type", "int"))
+    targets = groups[0].get("targets") or []
+    lm_head = any("lm_head" in str(t) for t in targets)
+    if "nvfp4" in fmt or (kind == "float" and bits == 4):
+        return QuantScheme("nvfp4", 4, 16, ignore=ignore, quantize_lm_head=lm_head)
+    if kind == "float" and bits == 8:
+        block = w.get("block_structure")
+        strategy = str(w.get("strategy", "tensor"))
+        return QuantScheme("fp8", 8, group_size=-2 if strategy == "channel" else -1,
+                           fp8_block=tuple(block) if block else None, ignore=ignore, quantize_lm_head=lm_head)
+    strategy = str(w.get("strategy", "group"))
+    group = int(w.get("group_size") or 128) if strategy == "group" else -1
+    return QuantScheme("int-pack", bits, group, zero_point=not w.get("symmetric", True),
+                       act_order=bool(w.get("actorder")) and w.get("actorder") != "weight",
+                       ignore=ignore, quantize_lm_head=lm_head)
+
+
+def _decoder_layer(a: ModelArch, prefix: str, kind: str, moe: bool, part: str) -> Iterator[Tensor]:
+    h = a.hidden_size
+    yield Tensor(f"{prefix}.input_layernorm", h, 1, linear=False, part=part)
+    yield Tensor(f"{prefix}.post_attention_layernorm", h, 1, linear=False, part=part)
+    if kind == LINEAR:
+        g = a.gdn
+        assert g is not None
+        p = f"{prefix}.linear_attn"
+        yield Tensor(f"{p}.in_proj_qkv", h, 2 * g.key_dim + g.value_dim, part=part)
+        yield Tensor(f"{p}.in_proj_z", h, g.value_dim, part=part)
+        yield Tensor(f"{p}.in_proj_b", h, g.num_value_heads, part=part)
+        yield Tensor(f"{p}.in_proj_a", h, g.num_value_heads, part=part)
+        yield Tensor(f"{p}.conv1d", g.conv_kernel, g.conv_dim, linear=False, part=part)
+        yield Tensor(f"{p}.A_log+dt_bias", 2, g.num_value_heads, linear=False, part=part)
+        yield Tensor(f"{p}.norm", g.value_head_dim, 1, linear=False, part=part)
+        yield Tensor(f"{p}.out_proj", g.value_dim, h, part=part)
+    else:
+        p = f"{prefix}.self_attn"
+        q_out = a.num_attention_heads * a.head_dim * (2 if a.attn_output_gate else 1)
+        kv_out = a.num_kv_heads * a.head_dim
+        yield Tensor(f"{p}.q_proj", h, q_out, bias=a.attention_bias, part=part)
+        yield Tensor(f"{p}.k_proj", h, kv_out, bias=a.attention_bias, part=part)
+        yield Tensor(f"{p}.v_proj", h, kv_out, bias=a.attention_bias, part=part)
+        yield Tensor(f"{p}.o_proj", a.num_attention_heads * a.head_dim, h, part=part)
+        if a.qk_norm:
+            yield Tensor(f"{p}.q_norm+k_norm", 2 * a.head_dim, 1, linear=False, part=part)
+    p = f"{prefix}.mlp"
+    if moe and a.moe:
+        m = a.moe
+        yield Tensor(f"{p}.gate.", h, m.num_experts, part=part)
+        for proj in ("gate_proj", "up_proj"):
+            yield Tensor(f"{p}.experts.{proj}", h, m.expert_intermediate, count=m.num_experts, part=part)
+        yield Tensor(f"{p}.experts.down_proj", m.expert_intermediate, h, count=m.num_experts, part=part)
+        if m.shared_expert_intermediate:
+            s = m.shared_expert_intermediate
+            yield Tensor(f"{p}.shared_expert.gate_proj", h, s, part=part)
+            yield Tensor(f"{p}.shared_expert.up_proj", h, s, part=part)
+            yield Tensor(f"{p}.shared_expert.down_proj", s, h, part=part)
+            yield Tensor(f"{p}.shared_expert_gate", h, 1, part=part)
+    else:
+        yield Tensor(f"{p}.gate_proj", h, a.intermediate_size, part=part)
+        yield Tensor(f"{p}.up_proj", h, a.intermediate_size, part=part)
+        yield Tensor(f"{p}.down_proj", a.intermediate_size, h, part=part)
+
+
+def model_tensors(a: ModelArch) -> Iterator[Tensor]:
+    """The language model's weights as vLLM allocates them (vocab padded to 64)."""
+    root = "model.language_model" if a.is_multimodal else "model"
+    vocab = cdiv(a.vocab_size, VOCAB_PADDING) * VOCAB_PADDING
+    yield Tensor(f"{root}.embed_tokens", vocab, a.hidden_size, linear=False)
+    sparse = set(a.moe.sparse_layers) if a.moe else set()
+    for i, kind in enumerate(a.layer_types):
+        yield from _decoder_layer(a, f"{root}.layers.{i}", kind, i in sparse, "model")
+    yield Tensor(f"{root}.norm", a.hidden_size, 1, linear=False)
+    if not a.tie_word_embeddings:
+        yield Tensor("lm_head", a.hidden_size, vocab)
+
+
+def mtp_tensors(a: ModelArch) -> Iterator[Tensor]:
+    """The MTP drafter (Qwen3.5 / Qwen3-Next): full-attention decoder layers, fc 2h->h and
+    three norms. It shares the target's embedding and lm_head, so they are not counted again."""
+    h = a.hidden_size
+    yield Tensor("mtp.fc", 2 * h, h, part="mtp")
+    yield Tensor("mtp.pre_fc_norms+norm", 3 * h, 1, linear=False, part="mtp")
+    for i in range(a.mtp_layers):
+        yield from _decoder_layer(a, f"mtp.layers.{i}", FULL, a.moe is not None, "mtp")
+
+
+def vision_tensors(a: ModelArch) -> Iterator[Tensor]:
+    """Qwen3.5 / Qwen3-VL vision tower: patch embed, position table, ViT blocks, patch merger."""
+    v = a.vision
+    if v is None:
+        return
+    h = v.hidden
+    yield Tensor("visual.patch_embed", v.in_channels * v.temporal_patch * v.patch * v.patch, h, bias=True,
+                 linear=False, part="vision")
+    yield Tensor("visual.pos_embed", v.num_position_embeddings, h, linear=False, part="vision")
+    for i in range(v.depth):
+        b = f"visual.blocks.{i}"
+        yield Tensor(f"{b}.norms", 4 * h, 1, linear=False, part="vision")
+        yield Tensor(f"{b}.attn.qkv", h, 3 * h, bias=True, part="vision")
+        yield Tensor(f"{b}.attn.proj", h, h, bias=True, part="vision")
+        yield Tensor(f"{b}.mlp.linear_fc1", h, v.intermediate, bias=True, part="vision")
+        yield Tensor(f"{b}.mlp.linear_fc2", v.intermediate, h, bias=True, part="vision")
+    merged = h * v.spatial_merge ** 2
+    yield Tensor("visual.merger.norm", 2 * h, 1, linear=False, part="vision")
+    yield Tensor("visual.merger.linear_fc1", merged, merged, bias=True, part="vision")
+    yield Tensor("visual.merger.linear_fc2", merged, v.out_hidden, bias=True, part="vision")
+
+
+@dataclass(frozen=True)
+class WeightBytes:
+    """Weight bytes per rank, split as vLLM's log splits them (target model vs MTP drafter)."""
+
+    model: int
+    mtp: int
+    vision: int
+    source: str  # "config" (computed from shapes) or "safetensors" (exact header sizes)
+
+    @property
+    def target(self) -> int:
+        """Bytes of the served model without the drafter (the vision tower included when loaded)."""
+        return self.model + self.vision
+
+
+def tensor_bytes(t: Tensor, scheme: QuantScheme, model_dtype_bytes: int) -> int:
+    if scheme.quantizes(t):
+        return t.count * (scheme.linear_bytes(t.in_f, t.out_f) + (t.out_f * model_dtype_bytes if t.bias else 0))
+    return t.numel * model_dtype_bytes
+
+
+def weights_from_config(a: ModelArch, *, with_vision: bool, tp: int = 1) -> WeightBytes:
+    """Weight bytes per rank computed from shapes and the quantization config."""
+    scheme = scheme_from_config(a.quantization)
+    db = dtype_bytes(a.dtype)
+    total = {"model": 0, "mtp": 0, "vision": 0}
+    tensors = list(model_tensors(a)) + list(mtp_tensors(a) if a.mtp_layers else []) + \
+        list(vision_tensors(a) if with_vision else [])
+    for t in tensors:
+        b = tensor_bytes(t, scheme, db)
+        total[t.part] += b // tp if (t.linear or t.name.endswith("embed_tokens")) else b
+    return WeightBytes(total["model"], total["mtp"], total["vision"], "config")
+
+
+def parameter_count(a: ModelArch) -> int:
+    """Language-model parameters (no drafter, no vision), for display."""
+    return sum(t.numel for t in model_tensors(a))
