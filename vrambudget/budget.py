@@ -87,38 +87,95 @@ def weight_bytes(d: Deployment) -> WeightBytes:
     return weights_from_config(a, with_vision=with_vision, tp=d.tp)
 
 
-def budget(d: Deployment, c: Coefficients, w: WeightBytes | None = None) -> Budget:
+@dataclass(frozen=True)
+class Features:
+    """What the measured terms depend on, per rank. Stored in every probe record, so `fit` can
+    refit coefficients from records alone (no model or GPU needed)."""
+
+    requested_bytes: int
+    weights_bytes: int  # computed (config or safetensors), target model, without load overhead
+    mtp_weights_bytes: int  # 0 without MTP
+    tokens: int  # max_num_batched_tokens
+    seqs: int  # max_num_seqs
+    mlp_width: int
+    vocab: int
+    hidden: int
+    tp: int
+    hybrid: bool
+    eager: bool
+    compile_cache: str
+    num_cudagraphs: int
+    with_encoder: bool
+    cudagraph_in_budget: bool
+
+
+def features(d: Deployment, w: WeightBytes | None = None) -> Features:
     a = d.model.arch
     w = w or weight_bytes(d)
-    overhead = c["weights_overhead_hybrid_bytes"] if a.is_hybrid else c["weights_overhead_dense_bytes"]
-    tokens, seqs = d.max_num_batched_tokens, d.max_num_seqs
-    act = (c["activation_base_bytes"]
-           + c["activation_per_token_width_bytes"] * tokens * mlp_width(a) / d.tp
-           + c["activation_sampler_factor"] * seqs * a.vocab_size * 4)
     graphs = 0
-    cg = 0.0
     if not d.enforce_eager:
-        act += (c["cold_compile_per_token_hidden_bytes"] * tokens * a.hidden_size / d.tp
-                if d.compile_cache == "cold" else c["warm_compile_extra_bytes"])
-        pw, full = cudagraph_sizes(seqs, d.spec_tokens, tokens)
+        pw, full = cudagraph_sizes(d.max_num_seqs, d.spec_tokens, d.max_num_batched_tokens)
         graphs = len(pw) + len(full)
-        cg = c["cudagraph_base_bytes"] + c["cudagraph_per_graph_bytes"] * graphs
-    if a.is_multimodal and not d.language_model_only:
-        act += c["encoder_activation_bytes"]
+    return Features(
+        requested_bytes=math.ceil(d.gpu.total_bytes * d.gmu), weights_bytes=int(w.target),
+        mtp_weights_bytes=int(w.mtp) if d.mtp else 0, tokens=d.max_num_batched_tokens, seqs=d.max_num_seqs,
+        mlp_width=mlp_width(a), vocab=a.vocab_size, hidden=a.hidden_size, tp=d.tp, hybrid=a.is_hybrid,
+        eager=d.enforce_eager, compile_cache=d.compile_cache, num_cudagraphs=graphs,
+        with_encoder=a.is_multimodal and not d.language_model_only,
+        cudagraph_in_budget=d.rules.cudagraph_estimate_in_budget)
+
+
+def eager_activation(f: Features, c: Coefficients) -> float:
+    """profile_run's torch peak increase without torch.compile (bytes)."""
+    return (c["activation_base_bytes"] + c["activation_per_token_width_bytes"] * f.tokens * f.mlp_width / f.tp
+            + c["activation_sampler_factor"] * f.seqs * f.vocab * 4)
+
+
+def compile_extra(f: Features, c: Coefficients) -> float:
+    """What torch.compile adds to the profiled peak: large on a cold cache, small on a warm one."""
+    if f.eager:
+        return 0.0
+    if f.compile_cache == "cold":
+        return c["cold_compile_per_token_hidden_bytes"] * f.tokens * f.hidden / f.tp
+    return c["warm_compile_extra_bytes"]
+
+
+def terms(f: Features, c: Coefficients) -> dict[str, int]:
+    """The measured terms of the budget (bytes), from features and coefficients."""
+    act = eager_activation(f, c) + compile_extra(f, c) + (c["encoder_activation_bytes"] if f.with_encoder else 0)
+    cg = 0.0 if f.eager else c["cudagraph_base_bytes"] + c["cudagraph_per_graph_bytes"] * f.num_cudagraphs
+    overhead = c["weights_overhead_hybrid_bytes"] if f.hybrid else c["weights_overhead_dense_bytes"]
+    return {
+        "weights": int(f.weights_bytes + overhead),
+        "activation": int(act),
+        "non_torch": int(c["non_torch_eager_bytes"] if f.eager else c["non_torch_graphs_bytes"]),
+        "cudagraph": int(cg),
+        "runtime_growth": int(c["runtime_growth_per_token_bytes"] * f.tokens) if f.hybrid else 0,
+    }
+
+
+def available_kv(f: Features, c: Coefficients) -> int:
+    t = terms(f, c)
+    return (f.requested_bytes - t["weights"] - f.mtp_weights_bytes - t["activation"] - t["non_torch"]
+            - (t["cudagraph"] if f.cudagraph_in_budget else 0))
+
+
+def budget(d: Deployment, c: Coefficients, w: WeightBytes | None = None) -> Budget:
+    w = w or weight_bytes(d)
+    f = features(d, w)
+    t = terms(f, c)
     context = c["cuda_context_bytes"]
-    free = d.gpu.total_bytes - context - d.other_gpu_bytes - d.gpu.used_bytes
-    growth = c["runtime_growth_per_token_bytes"] * tokens if a.is_hybrid else 0
     return Budget(
-        requested_bytes=math.ceil(d.gpu.total_bytes * d.gmu),
-        weights_bytes=int(w.target + overhead),
-        mtp_weights_bytes=int(w.mtp) if d.mtp else 0,
-        activation_bytes=int(act),
-        non_torch_bytes=int(c["non_torch_eager_bytes"] if d.enforce_eager else c["non_torch_graphs_bytes"]),
-        cudagraph_bytes=int(cg),
-        cudagraph_in_budget=d.rules.cudagraph_estimate_in_budget,
+        requested_bytes=f.requested_bytes,
+        weights_bytes=t["weights"],
+        mtp_weights_bytes=f.mtp_weights_bytes,
+        activation_bytes=t["activation"],
+        non_torch_bytes=t["non_torch"],
+        cudagraph_bytes=t["cudagraph"],
+        cudagraph_in_budget=f.cudagraph_in_budget,
         cuda_context_bytes=int(context),
-        free_at_start_bytes=int(free),
-        runtime_growth_bytes=int(growth),
+        free_at_start_bytes=int(d.gpu.total_bytes - context - d.other_gpu_bytes - d.gpu.used_bytes),
+        runtime_growth_bytes=t["runtime_growth"],
         weights_source=w.source,
-        num_cudagraphs=graphs,
+        num_cudagraphs=f.num_cudagraphs,
     )

@@ -196,6 +196,130 @@ def table(model: ModelOpt = None, gpu: GpuOpt = None, gpu_memory: GpuMemOpt = No
     run_safely(go)
 
 
+@app.command()
+def probe(model: ModelOpt = None, gpu: GpuOpt = "auto", gpu_memory: GpuMemOpt = None, gmu: GmuOpt = None,
+          kv_cache_dtype: KvOpt = "auto", enforce_eager: EagerOpt = False, mtp: MtpOpt = None,
+          speculative_config: SpecOpt = None, max_num_seqs: SeqsOpt = None, max_num_batched_tokens: BatchOpt = None,
+          enable_prefix_caching: PcOpt = False, tensor_parallel_size: TpOpt = 1,
+          compile_cache: CompileOpt = "cold", language_model_only: LmoOpt = None, vllm_version: VerOpt = None,
+          bisect: Annotated[bool, typer.Option("--bisect", help="At a fixed GMU, find the largest max_model_len "
+                                               "that starts and serves (default mode).")] = True,
+          target_context: TargetOpt = None,
+          vllm_cmd: Annotated[str, typer.Option("--vllm-cmd", help="How to start vLLM's server.")] = "vllm serve",
+          port: Annotated[Optional[int], typer.Option("--port", help="Server port (default: a free one).")] = None,
+          dummy_weights: Annotated[bool, typer.Option("--dummy-weights", help="--load-format dummy: real shapes, "
+                                                      "random values, no download.")] = False,
+          startup_timeout: Annotated[float, typer.Option("--startup-timeout", help="Seconds per startup.")] = 900.0,
+          extra_args: Annotated[str, typer.Option("--extra-args", help="More vLLM flags, passed through.")] = "",
+          runs_dir: Annotated[Optional[str], typer.Option("--runs-dir", help="Where logs and records go "
+                                                          "(default: a new folder under the user data dir).")] = None,
+          verify: Annotated[bool, typer.Option("--verify/--no-verify", help="Prove the ceiling with a request of "
+                                               "about that many prompt tokens.")] = True,
+          allow_shared_gpu: Annotated[bool, typer.Option("--allow-shared-gpu")] = False,
+          max_startups: Annotated[int, typer.Option("--max-startups", min=1)] = 8,
+          refit: Annotated[bool, typer.Option("--fit/--no-fit", help="Refit coefficients at the end.")] = True,
+          json_out: JsonOpt = False) -> None:
+    """Find the real ceiling with real `vllm serve` startups, verify it, record every startup, refit."""
+
+    def go() -> None:
+        import shlex
+        import time as _t
+        from pathlib import Path
+
+        from .probe import ProbeOptions, Prober
+        from .profiles import user_dir
+        from .units import parse_tokens
+
+        d, c = build(model, gpu, gpu_memory, gmu, kv_cache_dtype, enforce_eager, mtp, speculative_config,
+                     max_num_seqs, max_num_batched_tokens, None, enable_prefix_caching, tensor_parallel_size,
+                     compile_cache, language_model_only, vllm_version, None)
+        rd = Path(runs_dir) if runs_dir else user_dir() / "runs" / _t.strftime("%Y%m%d-%H%M%S")
+        rd.mkdir(parents=True, exist_ok=True)
+        opts = ProbeOptions(vllm_cmd=shlex.split(vllm_cmd), port=port, dummy_weights=dummy_weights,
+                            startup_timeout=startup_timeout, extra_args=shlex.split(extra_args), runs_dir=rd,
+                            verify=verify, allow_shared_gpu=allow_shared_gpu, max_startups=max_startups)
+        prober = Prober(d, c, opts, report=lambda line: typer.echo(line, err=json_out))
+        summary = prober.target(parse_tokens(target_context)) if target_context else prober.bisect()
+        if refit and prober.records_path.exists():
+            summary["fit"] = _fit_and_write([prober.records_path], d.rules.version, d.gpu.key, d.model.ref,
+                                            None, quiet=json_out)
+        if json_out:
+            emit_json(summary)
+        else:
+            _print_probe_summary(summary)
+        if summary.get("failed"):
+            raise typer.Exit(1)
+
+    run_safely(go)
+
+
+def _print_probe_summary(s: dict) -> None:
+    from tabulate import tabulate
+
+    rows = [[a["n"], f"{a['gmu']:.2f}", f"{a['max_model_len']:,}", a["outcome"], f"{a['seconds']:.0f}",
+             {True: "ok", False: "FAILED", None: ""}[a["verify"]]] for a in s["attempts"]]
+    typer.echo(tabulate(rows, headers=["#", "GMU", "max_model_len", "outcome", "s", "verify"], tablefmt="simple",
+                        disable_numparse=True))
+    if s.get("failed"):
+        typer.echo(f"probe stopped: a startup ended with {s['failed']} (see its log in {s['records']})")
+    elif s["mode"] == "bisect":
+        typer.echo(f"ceiling: max_model_len {s['ceiling']:,} (predicted {s.get('predicted', 0):,}) "
+                   f"in {s['startups']} startups; records: {s['records']}")
+    else:
+        g = s.get("min_gmu")
+        typer.echo(f"smallest GMU for {s['tokens']:,} tokens: {g:.2f}" if g else
+                   f"no GMU up to 0.99 starts {s['tokens']:,} tokens", nl=True)
+
+
+def _fit_and_write(paths, version, gpu_key, model_ref, out, quiet=False) -> dict:
+    from pathlib import Path
+
+    from . import coefficients as cf
+    from .fit import fit as run_fit, load_samples, profile_json, write_profile
+
+    samples = load_samples([Path(p) for p in paths], None)
+    base = cf.load(version, gpu_key, model_ref)
+    res = run_fit(samples, base)
+    dest = Path(out) if out else cf.fitted_profile_path(gpu_key or "any", model_ref, version)
+    write_profile(dest, profile_json(res, version, gpu_key, model_ref, [str(p) for p in paths]))
+    worst = lambda errs: max((abs(e) for _, e in errs), default=0.0)  # noqa: E731
+    if not quiet:
+        from tabulate import tabulate
+
+        rows = [[Path(src).name, f"{b:+.3f}", f"{a:+.3f}"] for (src, b), (_, a) in zip(res.before, res.after)]
+        typer.echo(tabulate(rows, headers=["startup", "error before (GiB)", "after"], tablefmt="simple",
+                            disable_numparse=True))
+        typer.echo(f"refitted {', '.join(res.changed) or 'nothing'}; worst available-KV error "
+                   f"{worst(res.before):.3f} -> {worst(res.after):.3f} GiB; profile: {dest}")
+    return {"profile": str(dest), "changed": res.changed, "worst_error_before_gib": round(worst(res.before), 4),
+            "worst_error_after_gib": round(worst(res.after), 4)}
+
+
+@app.command()
+def fit(records: Annotated[list[str], typer.Argument(help="Probe records (*.jsonl) and/or vLLM startup logs.")],
+        gpu: GpuOpt = None, model: ModelOpt = None, vllm_version: VerOpt = None,
+        out: Annotated[Optional[str], typer.Option("--out", help="Write the profile here instead of the user "
+                                                   "profile dir predict reads.")] = None,
+        json_out: JsonOpt = False) -> None:
+    """Refit the measured coefficients from records/logs and save them as a profile predict uses."""
+
+    def go() -> None:
+        from .gpus import lookup
+        from .profiles import read_jsonl
+        from .vllm_rules import rules_for
+
+        first = next((r for p in records if p.endswith(".jsonl") for r in read_jsonl(__import__("pathlib").Path(p))
+                      if "inputs" in r), None)
+        version = rules_for(vllm_version or (first or {}).get("vllm_version")).version
+        gpu_key = lookup(gpu).key if gpu else (first or {}).get("gpu_key")
+        model_ref = model or ((first or {}).get("inputs") or {}).get("model")
+        summary = _fit_and_write(records, version, gpu_key, model_ref, out, quiet=json_out)
+        if json_out:
+            emit_json(summary)
+
+    run_safely(go)
+
+
 def _basis(source: str) -> str:
     return "measured" if source.startswith("measured") else \
         "PyTorch reports" if source.startswith("PyTorch") else source.split(":")[0]

@@ -1,0 +1,205 @@
+#!/usr/bin/env python3
+"""A simulated `vllm serve` for the probe's tests (no GPU, no vLLM).
+
+It reads a hidden ground truth (JSON file named by $SIMVLLM_TRUTH), prints the real vLLM 0.20
+log lines for it (the planner, verified on real logs, gives the KV figures), serves /health,
+/v1/models and /v1/completions on --port, and can misbehave on request:
+  faults.crash, faults.hang, faults.oom_profiling, faults.fail_first_cold_boot,
+  faults.runtime_oom_above (prompt tokens), faults.insufficient_free.
+It also starts a child process in its own process group, so tests can check the probe stops the
+whole group. Every start is appended to $state_dir/starts.log.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from vrambudget import gpus  # noqa: E402
+from vrambudget.checkpoint import resolve_model  # noqa: E402
+from vrambudget.deployment import Flags, resolve  # noqa: E402
+from vrambudget.planner import plan_kv  # noqa: E402
+from vrambudget.predict import layout_for  # noqa: E402
+from vrambudget.units import GiB  # noqa: E402
+from vrambudget.vllm_rules import rules_for  # noqa: E402
+
+P = "INFO 11-21 05:32:30 [v1/worker/gpu_worker.py:440] "
+D = "DEBUG 11-21 05:32:30 [v1/worker/gpu_worker.py:439] "
+
+
+def say(line: str) -> None:
+    print(line, flush=True)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("cmd", nargs="?")
+    ap.add_argument("model")
+    ap.add_argument("--port", type=int, default=8000)
+    ap.add_argument("--gpu-memory-utilization", type=float, default=0.9)
+    ap.add_argument("--max-model-len", default=None)
+    ap.add_argument("--max-num-seqs", type=int)
+    ap.add_argument("--max-num-batched-tokens", type=int)
+    ap.add_argument("--kv-cache-dtype", default="auto")
+    ap.add_argument("--enforce-eager", action="store_true")
+    ap.add_argument("--speculative-config")
+    ap.add_argument("--enable-prefix-caching", action="store_true")
+    ap.add_argument("--language-model-only", action="store_true")
+    ap.add_argument("--load-format")
+    ap.add_argument("--tensor-parallel-size", type=int, default=1)
+    args, _unknown = ap.parse_known_args()
+    truth = json.loads(Path(os.environ["SIMVLLM_TRUTH"]).read_text())
+    faults = truth.get("faults", {})
+    state = Path(truth["state_dir"])
+    state.mkdir(parents=True, exist_ok=True)
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    with open(state / "starts.log", "a") as fh:
+        fh.write(json.dumps({"pid": os.getpid(), "child": child.pid, "argv": sys.argv[1:]}) + "\n")
+
+    spec = json.loads(args.speculative_config) if args.speculative_config else {}
+    mml_arg = args.max_model_len
+    flags = Flags(gpu_memory_utilization=args.gpu_memory_utilization, kv_cache_dtype=args.kv_cache_dtype,
+                  enforce_eager=args.enforce_eager, num_speculative_tokens=int(spec.get("num_speculative_tokens", 0)),
+                  max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
+                  max_model_len=None if mml_arg in (None, "auto", "-1") else int(mml_arg),
+                  enable_prefix_caching=args.enable_prefix_caching, language_model_only=True)
+    src = resolve_model(truth.get("model_profile") or args.model)
+    gpu = gpus.from_memory(int(truth["total_gib"] * GiB), "8.9")
+    d = resolve(src, gpu, rules_for("0.20.2"), flags)
+    non_default = {"model": args.model, "gpu_memory_utilization": args.gpu_memory_utilization,
+                   "max_model_len": -1 if flags.max_model_len is None else flags.max_model_len,
+                   "kv_cache_dtype": args.kv_cache_dtype, "max_num_seqs": d.max_num_seqs,
+                   "max_num_batched_tokens": d.max_num_batched_tokens}
+    if args.enforce_eager:
+        non_default["enforce_eager"] = True
+    if spec:
+        non_default["speculative_config"] = spec
+    say(f"INFO 11-21 05:32:21 [entrypoints/utils.py:233] non-default args: {non_default!r}")
+    say(f"INFO 11-21 05:32:21 [config/model.py:1680] Using max model len {src.arch.max_position_embeddings}")
+    say("INFO 11-21 05:32:21 [v1/engine/core.py:109] Initializing a V1 LLM engine (v0.20.2) with config: sim")
+    total = truth["total_gib"] * GiB
+    context = truth.get("context_gib", 0.51) * GiB
+    free = total - context - (truth.get("other_gib", 0) * GiB)
+    requested = math.ceil(total * args.gpu_memory_utilization)
+    say(f"DEBUG 11-21 05:32:25 [v1/worker/gpu_worker.py:284] worker init memory snapshot: torch_peak=0.0GiB, "
+        f"free_memory={free / GiB:.2f}GiB, total_memory={total / GiB:.2f}GiB, cuda_memory={context / GiB:.2f}GiB, "
+        f"torch_memory=0.0GiB, non_torch_memory={context / GiB:.2f}GiB, timestamp=0, auto_measure=True")
+    say(f"DEBUG 11-21 05:32:25 [v1/worker/gpu_worker.py:285] worker requested memory: {requested / GiB:.2f}GiB")
+    if faults.get("insufficient_free") or requested > free:
+        say(f"ERROR 11-21 05:32:25 [v1/engine/core.py:1349] ValueError: Free memory on device "
+            f"({free / GiB:.2f}/{total / GiB:.2f} GiB) on startup is less than desired GPU memory utilization "
+            f"({args.gpu_memory_utilization}, {requested / GiB:.2f} GiB). Decrease GPU memory utilization")
+        return 1
+    if faults.get("crash"):
+        say("Traceback (most recent call last):\n  File \"sim\", line 1\nRuntimeError: simulated crash")
+        return 1
+    if faults.get("hang"):
+        time.sleep(3600)
+    weights = truth["weights_gib"] + (truth.get("mtp_gib", 0.0) if spec else 0.0)
+    say(f"INFO 11-21 05:32:26 [v1/worker/gpu_model_runner.py:4879] Model loading took {weights:.2f} GiB memory and 0.5 seconds")
+    lay = layout_for(d)
+    if lay.hybrid:
+        say(f"INFO 11-21 05:32:26 [platforms/interface.py:606] Setting attention block size to {lay.block_size} "
+            "tokens to ensure that attention page size is >= mamba page size.")
+    act = truth["activation_gib"]
+    if not args.enforce_eager:
+        key = state / f"compiled-{bool(spec)}"
+        if key.exists():
+            say("INFO 11-21 05:35:39 [compilation/backends.py:300] Directly load the compiled graph(s) for compile range (1, 2048) from the cache, took 1.2 s")
+            act += truth.get("warm_extra_gib", 0.02)
+        else:
+            say("INFO 11-21 05:35:39 [compilation/backends.py:391] Compiling a graph for compile range (1, 2048) takes 17.80 s")
+            act += truth.get("cold_extra_gib", 1.5)
+            first_fail = state / "failed-first-cold"
+            if faults.get("fail_first_cold_boot") and not first_fail.exists():
+                first_fail.touch()
+                say("ERROR 11-21 05:35:58 [v1/engine/core.py:1349] torch.OutOfMemoryError: CUDA out of memory. "
+                    "Tried to allocate 1.00 GiB (simulated cold compile peak)")
+                return 1
+            key.touch()
+    if faults.get("oom_profiling"):
+        say("ERROR 11-21 05:35:58 [v1/engine/core.py:1349] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB")
+        return 1
+    cg = 0.0 if args.enforce_eager else truth.get("cudagraph_gib", 0.1)
+    if cg:
+        say(f"INFO 11-21 05:36:16 [v1/worker/gpu_model_runner.py:6042] Estimated CUDA graph memory: {cg:.2f} GiB total")
+    non_torch = truth["non_torch_gib"]
+    non_kv = (weights + act + non_torch) * GiB
+    avail = requested - non_kv - cg * GiB
+    say(f"{D}Memory profiling takes 3.93 seconds. Total non KV cache memory: {non_kv / GiB:.2f}GiB; torch peak memory "
+        f"increase: {act:.2f}GiB; non-torch forward increase memory: {non_torch:.2f}GiB; weights memory: {weights:.2f}GiB.")
+    say(f"{P}Available KV cache memory: {avail / GiB:.2f} GiB")
+    for n, pct in lay.padding_warnings:
+        say(f"WARNING 11-21 05:32:30 [v1/core/kv_cache_utils.py:1152] Add {n} padding layers, may waste at most {pct:.2f}% KV cache memory")
+    probe = plan_kv(lay, int(avail), d.max_model_len, d.rules)
+    if flags.max_model_len is None:
+        L = min(probe.ceiling, src.arch.max_position_embeddings)
+        say(f"INFO 11-21 05:32:30 [v1/core/kv_cache_utils.py:1869] Auto-fit max_model_len: reduced from "
+            f"{src.arch.max_position_embeddings} to {L} to fit in available GPU memory ({avail / GiB:.2f} GiB available for KV cache)")
+    else:
+        L = flags.max_model_len
+        if probe.ceiling < L:
+            need = lay.bytes_per_request(L) / GiB
+            say(f"ERROR 11-21 05:32:30 [v1/engine/core.py:1349] ValueError: To serve at least one request with the "
+                f"models's max seq len ({L}), ({need:.2f} GiB KV cache is needed, which is larger than the available KV "
+                f"cache memory ({avail / GiB:.2f} GiB). Based on the available memory, the estimated maximum model "
+                f"length is {probe.ceiling}. Try increasing `gpu_memory_utilization` or decreasing `max_model_len` "
+                "when initializing the engine.")
+            return 1
+    plan = plan_kv(lay, int(avail), L, d.rules)
+    say(f"INFO 11-21 05:32:30 [v1/core/kv_cache_utils.py:1708] GPU KV cache size: {plan.kv_cache_tokens:,} tokens")
+    say(f"INFO 11-21 05:32:30 [v1/core/kv_cache_utils.py:1709] Maximum concurrency for {L:,} tokens per request: "
+        f"{plan.max_concurrency:.2f}x")
+    if cg:
+        say(f"INFO 11-21 05:36:19 [v1/worker/gpu_model_runner.py:6133] Graph capturing finished in 2 secs, took {cg:.2f} GiB")
+    say("INFO 11-21 05:32:36 [v1/engine/core.py:306] init engine (profile, create kv cache, warmup model) took 9.64 s")
+    oom_above = faults.get("runtime_oom_above")
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *a):  # keep the log vLLM-like
+            pass
+
+        def _send(self, code: int, body: dict) -> None:
+            raw = json.dumps(body).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+
+        def do_GET(self):
+            if self.path == "/health":
+                self._send(200, {})
+            elif self.path == "/v1/models":
+                self._send(200, {"data": [{"id": args.model}]})
+            else:
+                self._send(404, {})
+
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            n = len(body["prompt"])
+            if n + body.get("max_tokens", 16) > L:
+                self._send(400, {"error": f"prompt of {n} tokens exceeds max_model_len {L}"})
+                return
+            if oom_above is not None and n > oom_above:
+                say("ERROR 11-21 05:40:00 [v1/engine/core.py:900] torch.OutOfMemoryError: CUDA out of memory. "
+                    "Tried to allocate 512.00 MiB (simulated GDN prefill buffers)")
+                os._exit(1)
+            self._send(200, {"choices": [{"text": ""}], "usage": {"prompt_tokens": n, "completion_tokens": 16}})
+
+    say("INFO 11-21 05:32:37 [entrypoints/launcher.py:46] Application startup complete.")
+    HTTPServer(("127.0.0.1", args.port), Handler).serve_forever()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,179 @@
+"""`vrambudget fit`: refit the measured coefficients from probe records (or raw vLLM logs) with
+scipy, and write them as a profile `predict` picks up for that GPU / model / vLLM version.
+
+Each term is refitted only from records that measure it; what no record measures keeps its
+previous value and source. The error of the predicted available KV memory is reported before
+and after, per record.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from .budget import Features, available_kv, compile_extra, eager_activation, features
+from .coefficients import Coefficient, Coefficients
+from .errors import UserError
+from .profiles import read_jsonl, write_json_atomic
+from .units import GiB
+
+
+@dataclass
+class Sample:
+    """One startup's features and what its log measured (GiB as logged)."""
+
+    source: str
+    f: Features
+    weights_gib: float | None
+    activation_gib: float | None
+    non_torch_gib: float | None
+    cudagraph_gib: float | None
+    available_kv_gib: float | None
+    cuda_context_gib: float | None
+    runtime_growth_bytes: int | None = None
+
+
+def sample_from_record(rec: dict[str, Any]) -> Sample | None:
+    if "features" not in rec or "facts" not in rec:
+        return None
+    fx = rec["facts"]
+    return Sample(rec.get("log", "record"), Features(**rec["features"]), fx.get("weights_gib"),
+                  fx.get("activation_gib"), fx.get("non_torch_gib"), fx.get("cudagraph_estimate_gib"),
+                  fx.get("available_kv_gib"), fx.get("cuda_context_gib"))
+
+
+def sample_from_log(path: Path, model: str | None = None) -> Sample:
+    from .explain import deployment_from_log
+    from .logparse import parse_log
+
+    facts = parse_log(path.read_text(errors="replace"))
+    d = deployment_from_log(facts, model)
+    return Sample(str(path), features(d), facts.weights_gib, facts.activation_gib, facts.non_torch_gib,
+                  facts.cudagraph_estimate_gib, facts.available_kv_gib, facts.cuda_context_gib)
+
+
+def load_samples(paths: list[Path], model: str | None = None) -> list[Sample]:
+    """Startup records (*.jsonl) and vLLM logs (anything else); verify lines attach runtime growth."""
+    out: list[Sample] = []
+    for p in paths:
+        if not p.exists():
+            raise UserError(f"{p} does not exist")
+        if p.suffix == ".jsonl":
+            recs = read_jsonl(p)
+            by_attempt: dict[int, Sample] = {}
+            for r in recs:
+                if r.get("kind") == "verify":
+                    s, v = by_attempt.get(r.get("attempt", -1)), r.get("verify") or {}
+                    if s and v.get("ok") and v.get("gpu_used_peak") and v.get("gpu_used_before"):
+                        s.runtime_growth_bytes = max(0, v["gpu_used_peak"] - v["gpu_used_before"])
+                    continue
+                s = sample_from_record(r)
+                if s and r.get("outcome") == "started":
+                    by_attempt[r.get("attempt", len(by_attempt))] = s
+                    out.append(s)
+        else:
+            out.append(sample_from_log(p, model))
+    if not out:
+        raise UserError("no started vLLM startups in the given records/logs: nothing to fit")
+    return out
+
+
+@dataclass
+class FitResult:
+    coefficients: dict[str, Coefficient]
+    changed: list[str]
+    before: list[tuple[str, float]]  # (source, predicted - logged available KV, GiB)
+    after: list[tuple[str, float]]
+
+
+def _errors(samples: list[Sample], c: Coefficients) -> list[tuple[str, float]]:
+    return [(s.source, available_kv(s.f, c) / GiB - s.available_kv_gib) for s in samples
+            if s.available_kv_gib is not None]
+
+
+def fit(samples: list[Sample], base: Coefficients) -> FitResult:
+    from scipy.optimize import nnls
+
+    items = dict(base.items)
+    changed: list[str] = []
+    n = len(samples)
+
+    def put(name: str, value: float, how: str) -> None:
+        old = items[name]
+        items[name] = Coefficient(name, float(value), old.unit, f"fitted by `vrambudget fit` on {how}")
+        changed.append(name)
+
+    cur = Coefficients(items, base.origins)
+    # load overhead: logged weights (incl. drafter) minus computed
+    for hybrid, name in ((True, "weights_overhead_hybrid_bytes"), (False, "weights_overhead_dense_bytes")):
+        diffs = [s.weights_gib * GiB - s.f.weights_bytes - s.f.mtp_weights_bytes for s in samples
+                 if s.weights_gib is not None and s.f.hybrid == hybrid]
+        if diffs:
+            put(name, max(0.0, statistics.mean(diffs)), f"{len(diffs)} logged 'Model loading took' figures")
+    for eager, name in ((True, "non_torch_eager_bytes"), (False, "non_torch_graphs_bytes")):
+        vals = [s.non_torch_gib * GiB for s in samples if s.non_torch_gib is not None and s.f.eager == eager]
+        if vals:
+            put(name, statistics.mean(vals), f"{len(vals)} logged non-torch increases")
+    ctx = [s.cuda_context_gib * GiB for s in samples if s.cuda_context_gib is not None]
+    if ctx:
+        put("cuda_context_bytes", statistics.mean(ctx), f"{len(ctx)} worker init snapshots")
+    # eager activation: base + per token x width + sampler; the full model only if 3+ distinct points
+    eager = [s for s in samples if s.f.eager and s.activation_gib is not None and not s.f.with_encoder]
+    cur = Coefficients(items, base.origins)
+    if eager:
+        rows = {(s.f.tokens * s.f.mlp_width / s.f.tp, s.f.seqs * s.f.vocab * 4.0) for s in eager}
+        if len(rows) >= 3:
+            import numpy as np
+
+            A = np.array([[1.0, s.f.tokens * s.f.mlp_width / s.f.tp, s.f.seqs * s.f.vocab * 4.0] for s in eager])
+            y = np.array([s.activation_gib * GiB for s in eager])
+            x, _ = nnls(A, y)
+            put("activation_base_bytes", x[0], f"nnls over {len(eager)} eager profiling peaks")
+            put("activation_per_token_width_bytes", x[1], f"nnls over {len(eager)} eager profiling peaks")
+            put("activation_sampler_factor", x[2], f"nnls over {len(eager)} eager profiling peaks")
+        else:
+            resid = [s.activation_gib * GiB - eager_activation(s.f, cur) for s in eager]
+            put("activation_base_bytes", max(0.0, cur["activation_base_bytes"] + statistics.mean(resid)),
+                f"{len(eager)} eager profiling peaks (base shifted, slopes kept)")
+    cur = Coefficients(items, base.origins)
+    for cache, name in (("cold", "cold_compile_per_token_hidden_bytes"), ("warm", "warm_compile_extra_bytes")):
+        g = [s for s in samples if not s.f.eager and s.f.compile_cache == cache and s.activation_gib is not None]
+        if not g:
+            continue
+        extra = [s.activation_gib * GiB - eager_activation(s.f, cur) for s in g]
+        if cache == "cold":
+            val = statistics.mean(e / (s.f.tokens * s.f.hidden / s.f.tp) for e, s in zip(extra, g))
+        else:
+            val = statistics.mean(extra)
+        put(name, max(0.0, val), f"{len(g)} {cache}-compile profiling peaks")
+    cg = [s for s in samples if not s.f.eager and s.cudagraph_gib is not None]
+    if cg:
+        per = cur["cudagraph_per_graph_bytes"]
+        put("cudagraph_base_bytes", max(0.0, statistics.mean(s.cudagraph_gib * GiB - per * s.f.num_cudagraphs for s in cg)),
+            f"{len(cg)} CUDA graph estimates (per-graph slope kept)")
+    growth = [s for s in samples if s.runtime_growth_bytes and s.f.hybrid]
+    if growth:
+        put("runtime_growth_per_token_bytes", max(s.runtime_growth_bytes / s.f.tokens for s in growth),
+            f"{len(growth)} verify requests (NVML peak during the request minus before, per batched token; worst)")
+    after = Coefficients(items, base.origins)
+    return FitResult(items, sorted(set(changed)), _errors(samples, base), _errors(samples, after))
+
+
+def profile_json(result: FitResult, version: str, gpu: str | None, model: str | None,
+                 sources: list[str]) -> dict[str, Any]:
+    return {
+        "_about": "Coefficients refitted by `vrambudget fit`; predict uses them for this GPU/model/vLLM version.",
+        "vllm": version, "scope": {"gpu": gpu, "model": model}, "fitted_from": sources,
+        "coefficients": {k: {"value": v.value, "unit": v.unit, "source": v.source}
+                         for k, v in result.coefficients.items() if k in result.changed},
+    }
+
+
+def write_profile(path: Path, data: dict[str, Any]) -> None:
+    write_json_atomic(path, data)
+
+
+def sample_dict(s: Sample) -> dict[str, Any]:
+    return asdict(s)

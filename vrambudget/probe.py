@@ -1,0 +1,370 @@
+"""`vrambudget probe`: find the real ceiling with real vLLM startups, prove it with a long request,
+and record every startup (one JSON line each) for `fit`.
+
+Search (bisect mode, fixed GMU), in units of the block size:
+  1. start at predict's ceiling;
+  2. a startup that runs tells the exact KV memory ("Available KV cache memory"): the planner turns
+     it into the next candidate; one that is refused tells vLLM's own "estimated maximum model
+     length", which is the answer;
+  3. the bracket [lo, hi) closes by bisection only when neither line is there.
+A failure right after a cold torch.compile is retried once (first boots profile a larger peak).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shlex
+import time
+import urllib.error
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from . import __version__
+from .budget import features
+from .coefficients import Coefficients
+from .deployment import Deployment
+from .errors import UserError
+from .logparse import LogFacts, parse_log
+from .planner import ceiling_tokens
+from .predict import layout_for, min_gmu_for_context, predict
+from .procs import GpuWatch, ServerProcess, free_port, port_in_use
+from .profiles import append_jsonl_atomic
+from .units import GiB
+
+SCHEMA = 1
+
+
+@dataclass
+class ProbeOptions:
+    vllm_cmd: list[str]
+    port: int | None = None
+    dummy_weights: bool = False
+    startup_timeout: float = 900.0
+    extra_args: list[str] = field(default_factory=list)
+    runs_dir: Path = Path(".")
+    verify: bool = True
+    verify_fraction: float = 0.98  # prompt tokens of the verify request, as a share of the ceiling
+    allow_shared_gpu: bool = False
+    max_startups: int = 8
+    request_timeout: float = 1800.0
+
+
+@dataclass
+class Attempt:
+    n: int
+    gmu: float
+    max_model_len: int
+    outcome: str
+    seconds: float
+    facts: LogFacts
+    log: Path
+    retry_of_cold_compile: bool = False
+    verify: dict[str, Any] | None = None
+
+
+def model_arg(d: Deployment) -> str:
+    """What `vllm serve` is given as the model: the folder or Hub id (bundled profiles: their Hub id)."""
+    src = d.model
+    if src.origin in ("local", "hub"):
+        return src.ref
+    from .checkpoint import bundled_models
+
+    hf_id = bundled_models()[src.ref].get("hf_id")
+    if not hf_id:
+        raise UserError(f"bundled profile {src.ref!r} names no checkpoint; pass --model with your checkpoint's "
+                        "folder or Hugging Face id to probe it")
+    return hf_id
+
+
+def serve_args(d: Deployment, gmu: float, max_model_len: int | str, *, dummy: bool, port: int | None,
+               extra: list[str]) -> list[str]:
+    """vLLM flags for one startup (vLLM's own names; JSON given as one argument)."""
+    args = [model_arg(d), "--gpu-memory-utilization", f"{gmu:.2f}", "--max-model-len", str(max_model_len),
+            "--max-num-seqs", str(d.max_num_seqs), "--max-num-batched-tokens", str(d.max_num_batched_tokens)]
+    if port is not None:
+        args += ["--port", str(port)]
+    if d.kv_cache_dtype != "auto":
+        args += ["--kv-cache-dtype", d.kv_cache_dtype]
+    if d.enforce_eager:
+        args.append("--enforce-eager")
+    if d.mtp:
+        args += ["--speculative-config", json.dumps({"method": "mtp", "num_speculative_tokens": d.spec_tokens},
+                                                    separators=(",", ":"))]
+    if d.enable_prefix_caching:
+        args.append("--enable-prefix-caching")
+    if d.tp > 1:
+        args += ["--tensor-parallel-size", str(d.tp)]
+    if d.model.arch.is_multimodal and d.language_model_only:
+        args.append("--language-model-only")
+    if dummy:
+        args += ["--load-format", "dummy"]
+    return args + extra
+
+
+class _PeakWatch:
+    """Samples GPU memory in a thread while a request runs; `peak` is the highest reading (bytes)."""
+
+    def __init__(self, gpu: GpuWatch, every: float = 0.2):
+        import threading
+
+        self.gpu, self.peak = gpu, gpu.used_bytes()
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, args=(every,), daemon=True)
+        self._t.start()
+
+    def _run(self, every: float) -> None:
+        while not self._stop.wait(every):
+            used = self.gpu.used_bytes()
+            if used is not None and (self.peak is None or used > self.peak):
+                self.peak = used
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._t.join(timeout=2)
+
+
+class Prober:
+    """Runs startups one at a time; `report` receives one progress line per event."""
+
+    def __init__(self, d: Deployment, c: Coefficients, opts: ProbeOptions, report: Callable[[str], None] = print):
+        self.d, self.c, self.opts, self.report = d, c, opts, report
+        self.gpu = GpuWatch()
+        self.attempts: list[Attempt] = []
+        self.records_path = opts.runs_dir / "records.jsonl"
+        self.layout = layout_for(d)
+        self.block = self.layout.block_size
+        self.cold_retry_used = False
+
+    # -- one startup -------------------------------------------------------------------------
+    def _preflight(self) -> int:
+        port = self.opts.port or free_port()
+        if port_in_use(port):
+            raise UserError(f"port {port} is in use; pick another with --port (or leave it out for a free one)")
+        others = self.gpu.other_processes()
+        if others and not self.opts.allow_shared_gpu:
+            raise UserError(f"other processes hold the GPU (pids {', '.join(map(str, others))}); stop them or "
+                            "pass --allow-shared-gpu (their memory then counts against the budget)")
+        return port
+
+    def startup(self, gmu: float, mml: int | str, *, keep: bool = False) -> tuple[Attempt, ServerProcess | None]:
+        port = self._preflight()
+        n = len(self.attempts) + 1
+        if n > self.opts.max_startups:
+            raise UserError(f"stopped after {self.opts.max_startups} startups (--max-startups)")
+        baseline = self.gpu.used_bytes()
+        log = self.opts.runs_dir / f"startup-{n:02d}.log"
+        cmd = self.opts.vllm_cmd + serve_args(self.d, gmu, mml, dummy=self.opts.dummy_weights, port=port,
+                                              extra=self.opts.extra_args)
+        srv = ServerProcess(cmd, log, port, env={"VLLM_LOGGING_LEVEL": "DEBUG", "PYTHONUNBUFFERED": "1"})
+        label = f"[{n}] max_model_len {mml:,}" if isinstance(mml, int) else f"[{n}] max_model_len {mml}"
+        self.report(f"{label} @ GMU {gmu:.2f}: starting ({shlex.join(cmd[:3])} ...)")
+        srv.start()
+        res = srv.wait_ready(self.opts.startup_timeout)
+        facts = parse_log(srv.log_text())
+        if res.state == "ready":
+            outcome = "started"
+        elif res.state == "timeout":
+            outcome = "timed_out"
+        else:
+            outcome = facts.outcome if facts.outcome not in ("started", "unknown", "incomplete") else "crashed"
+        att = Attempt(n, gmu, mml if isinstance(mml, int) else (facts.max_model_len or 0), outcome,
+                      round(res.seconds, 1), facts, log)
+        self.report(f"{label} @ GMU {gmu:.2f}: {outcome} ({res.seconds:.0f} s)" + self._detail(facts))
+        if outcome == "started" and keep:
+            return att, srv
+        srv.stop()
+        if not self.gpu.wait_released(baseline):
+            self.report("warning: GPU memory did not come back within 120 s after stopping the server")
+        return att, None
+
+    @staticmethod
+    def _detail(f: LogFacts) -> str:
+        bits = []
+        if f.available_kv_gib is not None:
+            bits.append(f"KV {f.available_kv_gib:.2f} GiB")
+        if f.estimated_max_model_len:
+            bits.append(f"vLLM estimate {f.estimated_max_model_len:,}")
+        if f.max_model_len and f.auto_fit_to:
+            bits.append(f"auto-fit {f.auto_fit_to:,}")
+        return f" [{', '.join(bits)}]" if bits else ""
+
+    def record(self, att: Attempt, mode: str) -> None:
+        self.attempts.append(att)
+        d = self.d.with_(gmu=att.gmu, max_model_len=max(att.max_model_len, 1), auto_fit=False,
+                         compile_cache=att.facts.compile or self.d.compile_cache)
+        pred = predict(d, self.c)
+        rec = {
+            "schema": SCHEMA, "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "tool": f"vrambudget {__version__}",
+            "mode": mode, "attempt": att.n, "outcome": att.outcome, "seconds": att.seconds,
+            "retry_of_cold_compile": att.retry_of_cold_compile,
+            "inputs": {**self.d.inputs(), "gpu_memory_utilization": att.gmu, "max_model_len": att.max_model_len},
+            "vllm_version": att.facts.vllm_version, "driver_version": self.gpu.driver,
+            "gpu_name": self.gpu.name or self.d.gpu.name, "gpu_key": self.d.gpu.key,
+            "features": asdict(features(d)), "facts": att.facts.to_dict(), "log": str(att.log),
+            "predicted": {"available_kv_bytes": pred.budget.available_kv_bytes, "ceiling": pred.ceiling,
+                          "activation_bytes": pred.budget.activation_bytes},
+            "verify": att.verify,
+        }
+        append_jsonl_atomic(self.records_path, rec)
+
+    def run_startup(self, gmu: float, mml: int | str, mode: str, keep: bool = False) -> tuple[Attempt, ServerProcess | None]:
+        """A startup, recorded; a failure right after a cold torch.compile gets one recorded retry."""
+        att, srv = self.startup(gmu, mml, keep=keep)
+        self.record(att, mode)
+        cold_fail = att.outcome not in ("started", "kv_too_small", "insufficient_free_memory") and \
+            att.facts.compile == "cold" and not self.cold_retry_used
+        if cold_fail:
+            self.cold_retry_used = True
+            self.report(f"[{att.n}] failed right after a cold torch.compile: retrying once with the cache warm")
+            att, srv = self.startup(gmu, mml, keep=keep)
+            att.retry_of_cold_compile = True
+            self.record(att, mode)
+        return att, srv
+
+    # -- verification ------------------------------------------------------------------------
+    def verify(self, att: Attempt, srv: ServerProcess) -> bool:
+        """A request of about `max_model_len` prompt tokens; the GPU memory peak is recorded."""
+        n = max(1, int(att.max_model_len * self.opts.verify_fraction) - 16)
+        vocab = self.d.model.arch.vocab_size
+        rng = random.Random(0)
+        ids = [rng.randrange(1000, max(1001, vocab - 1000)) for _ in range(n)]
+        before = self.gpu.used_bytes()
+        log_mark = len(srv.log_text())
+        self.report(f"[{att.n}] verify: one request of {n:,} prompt tokens")
+        t0 = time.monotonic()
+        ok, err, usage = True, None, {}
+        peak = _PeakWatch(self.gpu)
+        try:
+            out = srv.complete(ids, 16, srv.served_model() or model_arg(self.d), self.opts.request_timeout)
+            usage = out.get("usage", {})
+        except (urllib.error.URLError, OSError, ValueError) as e:
+            ok, err = False, str(e)[:300]
+        finally:
+            peak.stop()
+        died = srv.proc is not None and srv.proc.poll() is not None
+        oom = "out of memory" in srv.log_text()[log_mark:].lower()
+        ok = ok and not died and not oom
+        att.verify = {"ok": ok, "prompt_tokens": n, "seconds": round(time.monotonic() - t0, 1),
+                      "usage": usage, "error": err, "runtime_oom": oom, "server_died": died,
+                      "gpu_used_before": before, "gpu_used_peak": peak.peak}
+        self.report(f"[{att.n}] verify: {'completed' if ok else 'FAILED' + (' (runtime OOM)' if oom else '')} "
+                    f"({att.verify['seconds']:.0f} s)")
+        return ok
+
+    # -- searches ----------------------------------------------------------------------------
+    def _round(self, tokens: int) -> int:
+        return max(self.block, tokens // self.block * self.block)
+
+    def _from_available(self, f: LogFacts) -> int | None:
+        """The ceiling the planner gives for the log's available KV memory (vLLM's exact arithmetic)."""
+        if f.available_kv_gib is None:
+            return None
+        reserve = self.d.rules.reserved_null_blocks * self.layout.bytes_per_block
+        c = ceiling_tokens(self.layout, round(f.available_kv_gib * GiB) - reserve)
+        return min(c, self.d.model.arch.max_position_embeddings)
+
+    def bisect(self) -> dict[str, Any]:
+        """Largest max_model_len that starts (and serves, with --verify) at the deployment's GMU.
+        Invariant: `lo` started, `hi` did not start or did not serve (exclusive bound)."""
+        gmu, max_len, b = self.d.gmu, self.d.model.arch.max_position_embeddings, self.block
+        predicted = predict(self.d.with_(auto_fit=True), self.c).ceiling
+        lo, hi = 0, max_len + 1
+        cand = self._round(predicted) if predicted else b
+        while True:
+            cand = max(b, min(cand, max_len, hi - 1))
+            att, srv = self.run_startup(gmu, cand, "bisect", keep=self.opts.verify)
+            f = att.facts
+            if att.outcome == "started":
+                exact = self._from_available(f)
+                final = cand >= max_len or cand + b >= hi or (exact is not None and exact <= cand)
+                if not final:
+                    if srv is not None:
+                        srv.stop()
+                        self.gpu.wait_released(None)
+                    lo = cand
+                    cand = exact if exact is not None and exact > cand else self._mid(lo, hi)
+                    continue
+                if srv is not None:
+                    ok = self.verify(att, srv)
+                    srv.stop()
+                    self.gpu.wait_released(None)
+                    self._rewrite_verify(att)
+                    if not ok:  # it starts but does not serve: lower the ceiling
+                        hi = cand
+                        cand = min(self._round(int(cand * 0.9)), self._round(hi - 1))
+                        continue
+                return self._summary("bisect", ceiling=cand, predicted=predicted, bracket=[cand, hi])
+            if att.outcome == "kv_too_small":
+                hi = min(hi, cand)
+                est = f.estimated_max_model_len
+                if est is not None:
+                    hi = min(hi, est + 1)
+                nxt = est if est is not None and est > lo else self._mid(lo, hi)
+                if lo and nxt <= lo:
+                    cand = lo  # bracket closed on a length that started but was not verified
+                    hi = lo + 1 if self.opts.verify else hi
+                    if not self.opts.verify:
+                        return self._summary("bisect", ceiling=lo, predicted=predicted, bracket=[lo, hi])
+                    continue
+                cand = nxt
+                continue
+            return self._summary("bisect", failed=att, predicted=predicted)
+
+    def _mid(self, lo: int, hi: int) -> int:
+        return self._round(lo + (hi - lo) // 2) if hi - lo > self.block else lo
+
+    def _rewrite_verify(self, att: Attempt) -> None:
+        """The verify result belongs to the startup's record: append it as its own line."""
+        rec = {"schema": SCHEMA, "kind": "verify", "attempt": att.n, "max_model_len": att.max_model_len,
+               "gmu": att.gmu, "verify": att.verify, "log": str(att.log),
+               "inputs": {**self.d.inputs(), "gpu_memory_utilization": att.gmu, "max_model_len": att.max_model_len}}
+        append_jsonl_atomic(self.records_path, rec)
+
+    def target(self, tokens: int) -> dict[str, Any]:
+        """Smallest GMU (0.01 steps) at which `tokens` start and serve."""
+        d = self.d.with_(max_model_len=tokens, auto_fit=False)
+        g = min_gmu_for_context(d, self.c, tokens) or 0.99
+        need = self.layout.bytes_per_request(tokens) + self.d.rules.reserved_null_blocks * self.layout.bytes_per_block
+        ok_g, bad_g = None, None
+        while True:
+            g = round(min(max(g, 0.01), 0.99), 2)
+            att, srv = self.run_startup(g, tokens, "target", keep=self.opts.verify)
+            if att.outcome == "started":
+                if srv is not None:
+                    good = self.verify(att, srv)
+                    srv.stop()
+                    self._rewrite_verify(att)
+                    if not good:
+                        bad_g = g
+                        g = round(g + 0.01, 2)
+                        continue
+                ok_g = g
+                f = att.facts
+                slack = (f.available_kv_gib * GiB - need) if f.available_kv_gib is not None else 0
+                step = max(0.01, int(slack / self.d.gpu.total_bytes * 100) / 100)
+                if bad_g is not None and round(g - 0.01, 2) <= bad_g:
+                    break
+                g = round(g - step, 2)
+                if g <= 0:
+                    break
+            elif att.outcome == "kv_too_small":
+                bad_g = g
+                f = att.facts
+                short = (f.needed_kv_gib - f.available_kv_gib) * GiB if f.needed_kv_gib and f.available_kv_gib is not None \
+                    else 0.01 * self.d.gpu.total_bytes
+                g = round(g + max(0.01, -(-int(short / self.d.gpu.total_bytes * 1000) // 10) / 100), 2)
+                if ok_g is not None and g >= ok_g:
+                    break
+                if g > 0.99:
+                    break
+            else:
+                return self._summary("target", failed=att)
+        return self._summary("target", min_gmu=ok_g, tokens=tokens)
+
+    def _summary(self, mode: str, **kw: Any) -> dict[str, Any]:
+        return {"mode": mode, "startups": len(self.attempts), "records": str(self.records_path),
+                "attempts": [{"n": a.n, "gmu": a.gmu, "max_model_len": a.max_model_len, "outcome": a.outcome,
+                              "seconds": a.seconds, "verify": (a.verify or {}).get("ok")} for a in self.attempts],
+                **{k: (v.outcome if isinstance(v, Attempt) else v) for k, v in kw.items()}}

@@ -1,0 +1,186 @@
+"""The probe's process handling: start one `vllm serve` in its own process group, watch its log,
+stop exactly that group, and watch GPU memory through NVML (no torch needed)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from .errors import UserError
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def port_in_use(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(0.2)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+class GpuWatch:
+    """GPU memory through NVML; when NVML is missing, every reading is None and waits are skipped."""
+
+    def __init__(self, index: int = 0):
+        self.index = index
+        self.available = False
+        self.driver: str | None = None
+        self.name: str | None = None
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            self._nvml = pynvml
+            self._h = pynvml.nvmlDeviceGetHandleByIndex(index)
+            drv = pynvml.nvmlSystemGetDriverVersion()
+            self.driver = drv.decode() if isinstance(drv, bytes) else drv
+            name = pynvml.nvmlDeviceGetName(self._h)
+            self.name = name.decode() if isinstance(name, bytes) else name
+            self.available = True
+        except Exception:  # no driver / no library: the probe still runs, without memory watching
+            self.available = False
+
+    def used_bytes(self) -> int | None:
+        if not self.available:
+            return None
+        return int(self._nvml.nvmlDeviceGetMemoryInfo(self._h).used)
+
+    def other_processes(self, own_pids: set[int] = frozenset()) -> list[int]:
+        """PIDs of compute processes on the GPU that are not ours."""
+        if not self.available:
+            return []
+        try:
+            procs = self._nvml.nvmlDeviceGetComputeRunningProcesses(self._h)
+        except Exception:
+            return []
+        return [p.pid for p in procs if p.pid not in own_pids]
+
+    def wait_released(self, baseline: int | None, *, tolerance: int = 512 << 20, timeout: float = 120.0) -> bool:
+        """Wait until used memory is back within `tolerance` of `baseline` (bytes)."""
+        if not self.available or baseline is None:
+            return True
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            used = self.used_bytes()
+            if used is not None and used <= baseline + tolerance:
+                return True
+            time.sleep(1.0)
+        return False
+
+
+@dataclass
+class StartResult:
+    state: str  # "ready", "exited", "timeout"
+    seconds: float
+    returncode: int | None
+
+
+class ServerProcess:
+    """One vLLM server: its own session/process group, its log file, its port."""
+
+    def __init__(self, cmd: list[str], log_path: Path, port: int, env: dict[str, str] | None = None):
+        self.cmd, self.log_path, self.port = cmd, log_path, port
+        self.env = {**os.environ, **(env or {})}
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "wb")
+        try:
+            self.proc = subprocess.Popen(self.cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         env=self.env, start_new_session=True)
+        except FileNotFoundError:
+            raise UserError(f"cannot run {self.cmd[0]!r}: is vLLM installed here? (--vllm-cmd)") from None
+        finally:
+            log.close()
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def healthy(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=2) as r:
+                return r.status == 200
+        except (urllib.error.URLError, OSError, ValueError):
+            return False
+
+    def wait_ready(self, timeout: float, tick: Callable[[float], None] | None = None) -> StartResult:
+        """Until /health answers, the process exits, or `timeout` seconds pass."""
+        assert self.proc is not None
+        t0 = time.monotonic()
+        while True:
+            elapsed = time.monotonic() - t0
+            rc = self.proc.poll()
+            if rc is not None:
+                return StartResult("exited", elapsed, rc)
+            if self.healthy():
+                return StartResult("ready", elapsed, None)
+            if elapsed > timeout:
+                return StartResult("timeout", elapsed, None)
+            if tick:
+                tick(elapsed)
+            time.sleep(0.5)
+
+    def stop(self, grace: float = 30.0) -> None:
+        """SIGTERM the server's process group (only it), then SIGKILL what is left after `grace`."""
+        if self.proc is None:
+            return
+        pgid = self.proc.pid  # start_new_session: the group id is the server's pid
+        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10.0)):
+            try:
+                os.killpg(pgid, sig)
+            except ProcessLookupError:
+                break
+            end = time.monotonic() + wait
+            while time.monotonic() < end:
+                if self.proc.poll() is not None and not _group_alive(pgid):
+                    return
+                time.sleep(0.2)
+        self.proc.wait(timeout=5)
+
+    def complete(self, prompt_ids: list[int], max_tokens: int, model: str, timeout: float) -> dict:
+        """One OpenAI-compatible completion from token ids (no tokenizer needed)."""
+        body = json.dumps({"model": model, "prompt": prompt_ids, "max_tokens": max_tokens,
+                           "temperature": 0, "ignore_eos": True}).encode()
+        req = urllib.request.Request(f"http://127.0.0.1:{self.port}/v1/completions", data=body,
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return json.loads(r.read())
+
+    def served_model(self) -> str | None:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/v1/models", timeout=5) as r:
+                data = json.loads(r.read())
+            return data["data"][0]["id"]
+        except (urllib.error.URLError, OSError, KeyError, IndexError, ValueError):
+            return None
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
