@@ -86,13 +86,15 @@ def detect(index: int = 0) -> GPU:
         major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(h)
     finally:
         pynvml.nvmlShutdown()
+    key, total, source = "auto", int(mem.total), "NVML total of the local GPU (nvidia-smi's, above CUDA's)"
     try:
         known = lookup(name)
-        total, source = (known.total_bytes, known.source) if known.source.startswith("measured") else \
-            (int(mem.total), "NVML total of the local GPU")
+        key = known.key  # fitted profiles are filed under the catalog name
+        if known.source.startswith("measured"):
+            total, source = known.total_bytes, known.source
     except UserError:
-        total, source = int(mem.total), "NVML total of the local GPU"
-    return GPU("auto", name, total, f"{major}.{minor}", source, used_bytes=int(mem.used))
+        pass
+    return GPU(key, name, total, f"{major}.{minor}", source, used_bytes=int(mem.used))
 
 
 def resolve(gpu: str | None, gpu_memory: str | None) -> GPU:

@@ -152,7 +152,7 @@ def parse_log(text: str) -> LogFacts:
         if OOM.search(line) and oom_at is None:
             oom_at = milestones[-1] if milestones else "start"
             f.error = line.strip()[-300:]
-        if CRASH.search(line) and crash_line is None:
+        if CRASH.search(line) and crash_line is None and " WARNING " not in line:
             crash_line = line.strip()[-300:]
         if READY.search(line):
             milestones.append("ready")
@@ -170,9 +170,11 @@ def _outcome(f: LogFacts, milestones: list[str], oom_at: str | None, crash_line:
     if oom_at is not None:
         return {"start": "oom_loading", "loaded": "oom_profiling", "profiled": "oom_kv_allocation",
                 "kv_allocated": "oom_graph_capture", "captured": "oom_graph_capture"}.get(oom_at, "oom_profiling")
+    if "ready" in milestones:
+        return "started"
     if crash_line:
         return "crashed"
-    if "ready" in milestones or "kv_allocated" in milestones:
+    if "kv_allocated" in milestones:
         return "started"
     return "incomplete"
 

@@ -271,14 +271,16 @@ class Prober:
         gmu, max_len, b = self.d.gmu, self.d.model.arch.max_position_embeddings, self.block
         predicted = predict(self.d.with_(auto_fit=True), self.c).ceiling
         lo, hi = 0, max_len + 1
+        served = 0  # largest length verified to serve
+        serve_failed = False  # after a runtime OOM every started candidate is verified
         cand = self._round(predicted) if predicted else b
         while True:
-            cand = max(b, min(cand, max_len, hi - 1))
+            cand = max(b, min(cand, max_len, self._round(hi - 1)))
             att, srv = self.run_startup(gmu, cand, "bisect", keep=self.opts.verify)
             f = att.facts
             if att.outcome == "started":
                 exact = self._from_available(f)
-                final = cand >= max_len or cand + b >= hi or (exact is not None and exact <= cand)
+                final = serve_failed or cand >= max_len or cand + b >= hi or (exact is not None and exact <= cand)
                 if not final:
                     if srv is not None:
                         srv.stop()
@@ -291,11 +293,19 @@ class Prober:
                     srv.stop()
                     self.gpu.wait_released(None)
                     self._rewrite_verify(att)
-                    if not ok:  # it starts but does not serve: lower the ceiling
-                        hi = cand
-                        cand = min(self._round(int(cand * 0.9)), self._round(hi - 1))
+                    if not ok:  # it starts but does not serve: the ceiling is lower
+                        serve_failed, hi = True, cand
+                        nxt = self._mid(served, hi) if served else self._round(int(cand * 0.9))
+                        if nxt <= served:
+                            return self._summary("bisect", ceiling=served, predicted=predicted, bracket=[served, hi])
+                        cand = nxt
                         continue
-                return self._summary("bisect", ceiling=cand, predicted=predicted, bracket=[cand, hi])
+                served = lo = cand
+                if serve_failed and cand + b < hi:
+                    cand = self._mid(cand, hi)
+                    if cand > served:
+                        continue
+                return self._summary("bisect", ceiling=served, predicted=predicted, bracket=[served, hi])
             if att.outcome == "kv_too_small":
                 hi = min(hi, cand)
                 est = f.estimated_max_model_len

@@ -1,0 +1,174 @@
+"""The probe end to end against a simulated vLLM (tests/sim_vllm.py): real processes, real HTTP,
+real-format logs from a hidden ground truth, and every fault the probe must classify."""
+
+import json
+import math
+import os
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from vrambudget import coefficients, gpus
+from vrambudget.checkpoint import resolve_model
+from vrambudget.cli import app
+from vrambudget.deployment import Flags, resolve
+from vrambudget.errors import UserError
+from vrambudget.planner import plan_kv
+from vrambudget.predict import layout_for
+from vrambudget.probe import ProbeOptions, Prober
+from vrambudget.profiles import read_jsonl
+from vrambudget.units import GiB
+from vrambudget.vllm_rules import rules_for
+
+SIM = [sys.executable, str(Path(__file__).parent / "sim_vllm.py"), "serve"]
+BASE = {"total_gib": 79.18, "weights_gib": 16.80, "mtp_gib": 0.46, "activation_gib": 0.40, "non_torch_gib": 0.22,
+        "cold_extra_gib": 1.6, "warm_extra_gib": 0.03, "cudagraph_gib": 0.12, "model_profile": "qwen3.5-9b"}
+
+
+def deployment(gmu=0.25, eager=True, k=2):
+    return resolve(resolve_model("qwen3.5-9b"), gpus.lookup("h100"), rules_for("0.20.2"),
+                   Flags(gpu_memory_utilization=gmu, kv_cache_dtype="fp8", enforce_eager=eager,
+                         num_speculative_tokens=k, max_num_seqs=8, max_num_batched_tokens=2048))
+
+
+def truth_ceiling(truth, d, compile_state=None):
+    act = truth["activation_gib"] + {"cold": truth["cold_extra_gib"], "warm": truth["warm_extra_gib"], None: 0}[compile_state]
+    cg = 0 if d.enforce_eager else truth["cudagraph_gib"]
+    weights = truth["weights_gib"] + (truth["mtp_gib"] if d.mtp else 0)
+    avail = math.ceil(truth["total_gib"] * GiB * d.gmu) - int((weights + act + truth["non_torch_gib"]) * GiB) - cg * GiB
+    return plan_kv(layout_for(d), int(avail), 1, d.rules).ceiling
+
+
+@pytest.fixture
+def sim(tmp_path, monkeypatch):
+    def make(**changes):
+        faults = changes.pop("faults", {})
+        truth = {**BASE, **changes, "faults": faults, "state_dir": str(tmp_path / "state")}
+        path = tmp_path / "truth.json"
+        path.write_text(json.dumps(truth))
+        monkeypatch.setenv("SIMVLLM_TRUTH", str(path))
+        return truth
+    return make
+
+
+def prober(tmp_path, d, **opts):
+    o = ProbeOptions(vllm_cmd=SIM, runs_dir=tmp_path / "runs", startup_timeout=opts.pop("timeout", 60), **opts)
+    lines = []
+    return Prober(d, coefficients.load("0.20"), o, report=lines.append), lines
+
+
+def starts(truth):
+    return [json.loads(x) for x in (Path(truth["state_dir"]) / "starts.log").read_text().splitlines()]
+
+
+def test_bisect_finds_the_true_ceiling_in_three_startups_and_verifies(sim, tmp_path):
+    truth = sim()  # activation 0.40 GiB where the model predicts 0.27: the prediction is too high
+    d = deployment()
+    p, lines = prober(tmp_path, d)
+    out = p.bisect()
+    assert out["ceiling"] == truth_ceiling(truth, d) and out["ceiling"] < out["predicted"]
+    assert out["startups"] <= 3
+    assert [a["outcome"] for a in out["attempts"]][0] == "kv_too_small"
+    assert out["attempts"][-1]["verify"] is True
+    recs = read_jsonl(tmp_path / "runs" / "records.jsonl")
+    assert [r["outcome"] for r in recs if r.get("kind") != "verify"] == [a["outcome"] for a in out["attempts"]]
+    assert any("verify: completed" in x for x in lines)
+    # every server and its child process are gone: the probe stopped the whole process group
+    for s in starts(truth):
+        for pid in (s["pid"], s["child"]):
+            with pytest.raises(ProcessLookupError):
+                os.kill(pid, 0)
+
+
+def test_prediction_too_low_jumps_up_with_the_logged_kv_memory(sim, tmp_path):
+    truth = sim(activation_gib=0.10, weights_gib=16.5)
+    d = deployment()
+    p, _ = prober(tmp_path, d)
+    out = p.bisect()
+    assert out["ceiling"] == truth_ceiling(truth, d) > out["predicted"]
+    assert out["startups"] <= 3 and all(a["outcome"] == "started" for a in out["attempts"])
+
+
+def test_cold_compile_failure_is_retried_once_and_recorded(sim, tmp_path):
+    truth = sim(faults={"fail_first_cold_boot": True})
+    d = deployment(eager=False)
+    p, lines = prober(tmp_path, d)
+    out = p.bisect()
+    recs = [r for r in read_jsonl(tmp_path / "runs" / "records.jsonl") if r.get("kind") != "verify"]
+    assert recs[0]["outcome"] == "oom_profiling" and recs[0]["facts"]["compile"] == "cold"
+    assert recs[1]["retry_of_cold_compile"] is True
+    assert out["ceiling"] == truth_ceiling(truth, d, "warm")
+    assert any("retrying once" in x for x in lines)
+
+
+def test_runtime_oom_lowers_the_ceiling(sim, tmp_path):
+    d = deployment()
+    limit = 60000
+    truth = sim(faults={"runtime_oom_above": limit})
+    p, _ = prober(tmp_path, d, max_startups=10)
+    out = p.bisect()
+    assert truth_ceiling(truth, d) > limit
+    assert 0 < out["ceiling"] and out["ceiling"] * 0.98 - 16 <= limit
+    verifies = [r for r in read_jsonl(tmp_path / "runs" / "records.jsonl") if r.get("kind") == "verify"]
+    assert verifies[0]["verify"]["ok"] is False and verifies[0]["verify"]["server_died"]
+    assert any(v["verify"]["ok"] and v["max_model_len"] == out["ceiling"] for v in verifies)
+    failed = [v["max_model_len"] for v in verifies if not v["verify"]["ok"]]
+    assert min(failed) - out["ceiling"] <= 1072  # the ceiling is within one block of what failed
+
+
+@pytest.mark.parametrize("fault,outcome", [({"crash": True}, "crashed"), ({"oom_profiling": True}, "oom_profiling"),
+                                           ({"insufficient_free": True}, "insufficient_free_memory")])
+def test_failures_are_classified(sim, tmp_path, fault, outcome):
+    sim(faults=fault)
+    p, _ = prober(tmp_path, deployment())
+    out = p.bisect()
+    assert out["failed"] == outcome and out["startups"] == 1
+
+
+def test_hang_times_out_and_is_stopped(sim, tmp_path):
+    truth = sim(faults={"hang": True})
+    p, _ = prober(tmp_path, deployment(), timeout=4)
+    out = p.bisect()
+    assert out["failed"] == "timed_out"
+    for s in starts(truth):
+        with pytest.raises(ProcessLookupError):
+            os.kill(s["pid"], 0)
+
+
+def test_target_mode_finds_smallest_gmu(sim, tmp_path):
+    truth = sim()
+    d = deployment()
+    p, _ = prober(tmp_path, d, verify=False)
+    out = p.target(65536)
+    g = out["min_gmu"]
+    assert truth_ceiling(truth, d.with_(gmu=g)) >= 65536 > truth_ceiling(truth, d.with_(gmu=round(g - 0.01, 2)))
+
+
+def test_port_in_use_and_missing_vllm_are_one_line_errors(sim, tmp_path):
+    sim()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        p, _ = prober(tmp_path, deployment(), port=s.getsockname()[1])
+        with pytest.raises(UserError, match="port .* is in use"):
+            p.bisect()
+    o = ProbeOptions(vllm_cmd=["definitely-not-vllm-xyz", "serve"], runs_dir=tmp_path / "r2")
+    with pytest.raises(UserError, match="is vLLM installed"):
+        Prober(deployment(), coefficients.load("0.20"), o, report=lambda _: None).bisect()
+
+
+def test_cli_probe_records_and_refits_a_profile_predict_then_uses(sim, tmp_path):
+    truth = sim()
+    runs = tmp_path / "cli-runs"
+    cmd = " ".join(SIM)
+    args = ["--model", "qwen3.5-9b", "--gpu", "h100", "--gmu", "0.25", "--kv-cache-dtype", "fp8", "--mtp", "2",
+            "--enforce-eager", "--max-num-seqs", "8", "--max-num-batched-tokens", "2048", "--vllm-version", "0.20.2"]
+    r = CliRunner().invoke(app, ["probe", *args, "--vllm-cmd", cmd, "--runs-dir", str(runs), "--json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout[r.stdout.index("{"):])
+    assert out["fit"]["worst_error_after_gib"] <= 0.05 < out["fit"]["worst_error_before_gib"]
+    pred = json.loads(CliRunner().invoke(app, ["predict", *args, "--max-model-len", "auto", "--json"]).stdout)
+    assert pred["max_model_len_ceiling"] == out["ceiling"] == truth_ceiling(truth, deployment())

@@ -1,0 +1,69 @@
+"""The real probe runs (vLLM 0.20.2, H200, dummy weights, fp8 KV, MTP 2, eager), kept as fixtures:
+parsers on their logs, the search they took, and the refit against them."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from vrambudget import coefficients
+from vrambudget.budget import Features, available_kv
+from vrambudget.fit import fit, load_samples
+from vrambudget.logparse import parse_log
+from vrambudget.profiles import read_jsonl
+from vrambudget.units import GiB
+
+from .conftest import FIXTURES
+
+RUNS = FIXTURES / "probe-vllm-0.20.2-h200"
+CASES = {"p08": (119680, 0.87), "p9b": (95408, 1.81)}
+
+
+@pytest.mark.parametrize("run", sorted(CASES))
+def test_probe_found_vllms_own_autofit_within_three_startups(run):
+    recs = read_jsonl(RUNS / run / "records.jsonl")
+    startups = [r for r in recs if r.get("kind") != "verify"]
+    verify = [r for r in recs if r.get("kind") == "verify"]
+    ceiling, avail = CASES[run]
+    assert len(startups) <= 3
+    assert startups[-1]["outcome"] == "started" and startups[-1]["inputs"]["max_model_len"] == ceiling
+    assert verify and verify[-1]["verify"]["ok"] and verify[-1]["verify"]["prompt_tokens"] > 0.97 * ceiling - 20
+    # vLLM's own auto-fit on the same flags (separate startup with --max-model-len -1)
+    model = "qwen3.5-0.8b" if run == "p08" else "qwen3.5-9b"
+    auto = parse_log((RUNS / f"autofit-{model}.log").read_text())
+    assert auto.auto_fit_to == ceiling and auto.available_kv_gib == avail
+
+
+def test_parsers_on_vllm_serve_logs():
+    f = parse_log((RUNS / "p9b" / "startup-01.log").read_text())
+    assert f.outcome == "kv_too_small" and f.estimated_max_model_len == 95408
+    assert f.vllm_version == "0.20.2" and f.block_size == 1072 and f.padding == [(3, 12.5)]
+    assert f.args["max_model_len"] == 96480 and f.args["speculative_config"]["num_speculative_tokens"] == 2
+    ok = parse_log((RUNS / "p9b" / "startup-02.log").read_text())
+    assert ok.outcome == "started" and ok.kv_cache_tokens == 95408 and ok.concurrency == 1.0
+    assert (ok.weights_gib, ok.activation_gib, ok.non_torch_gib, ok.available_kv_gib) == (17.26, 0.28, 0.22, 1.81)
+
+
+def test_refit_brings_available_kv_within_0_05_gib():
+    paths = [RUNS / "p08" / "records.jsonl", RUNS / "p9b" / "records.jsonl"]
+    samples = load_samples(paths)
+    assert len(samples) == 2 and all(s.available_kv_gib for s in samples)
+    res = fit(samples, coefficients.load("0.20"))
+    assert max(abs(e) for _, e in res.after) <= 0.05
+    assert "activation_base_bytes" in res.changed and "runtime_growth_per_token_bytes" in res.changed
+    # and the refitted coefficients reproduce each record from its stored features alone
+    c = coefficients.Coefficients(res.coefficients, ["fit"])
+    for p in paths:
+        for r in read_jsonl(p):
+            if r.get("outcome") == "started":
+                pred = available_kv(Features(**r["features"]), c) / GiB
+                assert abs(pred - r["facts"]["available_kv_gib"]) <= 0.05
+
+
+def test_records_are_one_json_object_per_line():
+    for p in RUNS.rglob("records.jsonl"):
+        for line in p.read_text().splitlines():
+            rec = json.loads(line)
+            assert rec["schema"] == 1
+            if rec.get("kind") != "verify":
+                assert {"inputs", "vllm_version", "driver_version", "gpu_name", "facts", "outcome", "log"} <= set(rec)
