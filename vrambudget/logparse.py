@@ -40,6 +40,12 @@ PATTERNS: dict[str, re.Pattern[str]] = {
                             r"\(([0-9.]+) GiB\)"),
     "free_short": re.compile(r"Free memory on device \(([0-9.]+)/([0-9.]+) GiB\) on startup is less than desired"),
     "lab_max_len": re.compile(r"^LAB max_model_len (-?\d+)"),
+    "desired": re.compile(r"Free memory on device \(([0-9.]+)/([0-9.]+) GiB\) on startup\. Desired GPU memory "
+                          r"utilization is \(([0-9.]+), ([0-9.]+) GiB\)"),
+    "usage_020": re.compile(r"Actual usage is ([0-9.]+) GiB for weight, ([0-9.]+) GiB for peak activation, "
+                            r"([0-9.]+) GiB for non-torch memory, and ([0-9.]+) GiB for CUDAGraph memory"),
+    "usage_new": re.compile(r"Actual usage is ([0-9.]+) GiB for consumed memory \(weights \+ non-torch\), "
+                            r"([0-9.]+) GiB for peak activation, and ([0-9.]+) GiB for CUDAGraph memory"),
 }
 OOM = re.compile(r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory")
 CRASH = re.compile(r"Traceback \(most recent call last\)|Engine core initialization failed|EngineCore failed to start")
@@ -140,9 +146,23 @@ def parse_log(text: str) -> LogFacts:
                 f.estimated_max_model_len = int(g[0])
             elif key == "needed_kv":
                 f.needed_kv_gib = float(g[0])
+                if f.available_kv_gib is None:
+                    f.available_kv_gib = float(g[1])
             elif key == "free_short":
                 f.outcome = "insufficient_free_memory"
                 f.error = line.strip()[-300:]
+            elif key == "desired":
+                f.free_at_start_gib = f.free_at_start_gib or float(g[0])
+                f.total_gib = f.total_gib or float(g[1])
+                f.requested_gib = f.requested_gib or float(g[3])
+            elif key == "usage_020":
+                f.weights_gib = f.weights_gib or float(g[0])
+                f.activation_gib = f.activation_gib if f.activation_gib is not None else float(g[1])
+                f.non_torch_gib = f.non_torch_gib if f.non_torch_gib is not None else float(g[2])
+                f.cudagraph_actual_gib = float(g[3])
+            elif key == "usage_new":
+                f.activation_gib = f.activation_gib if f.activation_gib is not None else float(g[1])
+                f.cudagraph_actual_gib = float(g[2])
             elif key == "lab_max_len" and int(g[0]) > 0:
                 f.max_model_len = int(g[0])
         if "Compiling a graph for" in line and f.compile is None:

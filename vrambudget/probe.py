@@ -136,6 +136,7 @@ class Prober:
         self.layout = layout_for(d)
         self.block = self.layout.block_size
         self.cold_retry_used = False
+        self._baseline: int | None = None
 
     # -- one startup -------------------------------------------------------------------------
     def _preflight(self) -> int:
@@ -153,7 +154,7 @@ class Prober:
         n = len(self.attempts) + 1
         if n > self.opts.max_startups:
             raise UserError(f"stopped after {self.opts.max_startups} startups (--max-startups)")
-        baseline = self.gpu.used_bytes()
+        baseline = self._baseline = self.gpu.used_bytes()
         log = self.opts.runs_dir / f"startup-{n:02d}.log"
         cmd = self.opts.vllm_cmd + serve_args(self.d, gmu, mml, dummy=self.opts.dummy_weights, port=port,
                                               extra=self.opts.extra_args)
@@ -161,7 +162,15 @@ class Prober:
         label = f"[{n}] max_model_len {mml:,}" if isinstance(mml, int) else f"[{n}] max_model_len {mml}"
         self.report(f"{label} @ GMU {gmu:.2f}: starting ({shlex.join(cmd[:3])} ...)")
         srv.start()
-        res = srv.wait_ready(self.opts.startup_timeout)
+        next_tick = [60.0]
+
+        def tick(elapsed: float) -> None:
+            if elapsed >= next_tick[0]:
+                next_tick[0] += 60.0
+                self.report(f"{label}: still starting ({elapsed:.0f} s; a first Qwen3.5 boot JIT-compiles "
+                            "kernels for minutes)")
+
+        res = srv.wait_ready(self.opts.startup_timeout, tick)
         facts = parse_log(srv.log_text())
         if res.state == "ready":
             outcome = "started"
@@ -175,9 +184,13 @@ class Prober:
         if outcome == "started" and keep:
             return att, srv
         srv.stop()
-        if not self.gpu.wait_released(baseline):
-            self.report("warning: GPU memory did not come back within 120 s after stopping the server")
+        self._release()
         return att, None
+
+    def _release(self) -> None:
+        """After stopping a server: wait until NVML shows the memory it held is back."""
+        if not self.gpu.wait_released(self._baseline):
+            self.report("warning: GPU memory did not come back within 120 s after stopping the server")
 
     @staticmethod
     def _detail(f: LogFacts) -> str:
@@ -284,14 +297,14 @@ class Prober:
                 if not final:
                     if srv is not None:
                         srv.stop()
-                        self.gpu.wait_released(None)
+                        self._release()
                     lo = cand
                     cand = exact if exact is not None and exact > cand else self._mid(lo, hi)
                     continue
                 if srv is not None:
                     ok = self.verify(att, srv)
                     srv.stop()
-                    self.gpu.wait_released(None)
+                    self._release()
                     self._rewrite_verify(att)
                     if not ok:  # it starts but does not serve: the ceiling is lower
                         serve_failed, hi = True, cand
@@ -345,6 +358,7 @@ class Prober:
                 if srv is not None:
                     good = self.verify(att, srv)
                     srv.stop()
+                    self._release()
                     self._rewrite_verify(att)
                     if not good:
                         bad_g = g
