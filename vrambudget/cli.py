@@ -42,6 +42,8 @@ LmoOpt = Annotated[Optional[bool], typer.Option("--language-model-only/--with-vi
 VerOpt = Annotated[Optional[str], typer.Option("--vllm-version", help="0.19, 0.20.x, 0.33.x (default: newest supported).")]
 OtherOpt = Annotated[Optional[str], typer.Option("--other-gpu-usage", help="Memory other processes hold on the GPU, e.g. 0.6GiB.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="One JSON object on stdout, for scripts.")]
+PlotOpt = Annotated[Optional[str], typer.Option("--plot", help="Also draw the picture to this PNG (needs the "
+                    "'notebook' extra: matplotlib).")]
 TargetOpt = Annotated[Optional[str], typer.Option("--target-context", help="Find the smallest GMU at which this many tokens start.")]
 
 
@@ -94,7 +96,7 @@ def predict(model: ModelOpt = None, gpu: GpuOpt = None, gpu_memory: GpuMemOpt = 
             speculative_config: SpecOpt = None, max_num_seqs: SeqsOpt = None, max_num_batched_tokens: BatchOpt = None,
             max_model_len: MmlOpt = None, enable_prefix_caching: PcOpt = False, tensor_parallel_size: TpOpt = 1,
             compile_cache: CompileOpt = "cold", language_model_only: LmoOpt = None, vllm_version: VerOpt = None,
-            other_gpu_usage: OtherOpt = None, target_context: TargetOpt = None,
+            other_gpu_usage: OtherOpt = None, target_context: TargetOpt = None, plot: PlotOpt = None,
             available_kv_gib: Annotated[Optional[float], typer.Option("--available-kv-gib",
                 help="Skip the budget: plan the KV cache for this much memory (e.g. a log's "
                      "'Available KV cache memory').")] = None,
@@ -127,6 +129,8 @@ def predict(model: ModelOpt = None, gpu: GpuOpt = None, gpu_memory: GpuMemOpt = 
             emit_json(p.to_json())
         else:
             typer.echo(prediction_text(p, c))
+        if plot:
+            _plot_budget(d, c, p, plot)
         if cannot_start_at_all(p):
             raise typer.Exit(1)
 
@@ -168,7 +172,10 @@ def table(model: ModelOpt = None, gpu: GpuOpt = None, gpu_memory: GpuMemOpt = No
           gmu_min: Annotated[float, typer.Option("--gmu-min")] = 0.80,
           gmu_max: Annotated[float, typer.Option("--gmu-max")] = 0.99,
           gmu_step: Annotated[float, typer.Option("--gmu-step")] = 0.01,
-          target_context: TargetOpt = None, json_out: JsonOpt = False) -> None:
+          target_context: TargetOpt = None, plot: PlotOpt = None,
+          records: Annotated[Optional[list[str]], typer.Option("--records", help="Probe records to draw over the "
+                             "predicted curves (with --plot).")] = None,
+          json_out: JsonOpt = False) -> None:
     """Ceiling table: longest max_model_len over GMU x graphs/eager x MTP off/on."""
 
     def go() -> None:
@@ -192,8 +199,30 @@ def table(model: ModelOpt = None, gpu: GpuOpt = None, gpu_memory: GpuMemOpt = No
             typer.echo(f"{d.model.ref} on {d.gpu.name}, vLLM {d.rules.version}, KV {d.kv_cache_dtype}, "
                        f"{d.compile_cache} compile cache")
             typer.echo(table_text(t, target, tokens))
+        if plot:
+            from pathlib import Path
+
+            from . import plots
+            from .profiles import read_jsonl
+
+            pts = plots.probe_points([r for f in records or [] for r in read_jsonl(Path(f))])
+            ax = plots.ceiling_curves(t, points=pts, title=f"{d.model.ref} on {d.gpu.name}, KV {d.kv_cache_dtype}")
+            typer.echo(f"plot: {plots.save(ax, plot)}", err=json_out)
 
     run_safely(go)
+
+
+def _plot_budget(d, c, p, path: str) -> None:
+    """Stacked budget bars: this configuration next to its graphs/eager x MTP variants."""
+    from . import plots
+    from .predict import predict as run, table_columns
+
+    items = [("this", p)]
+    for col in table_columns(d, d.spec_tokens or 2):
+        items.append((col.label, run(d.with_(enforce_eager=col.enforce_eager, spec_tokens=col.spec_tokens,
+                                             speculative_method="mtp"), c)))
+    ax = plots.budget_bars(items, title=f"{d.model.ref} on {d.gpu.name}, GMU {d.gmu:.2f}")
+    typer.echo(f"plot: {plots.save(ax, path)}", err=True)
 
 
 @app.command()
@@ -318,6 +347,116 @@ def fit(records: Annotated[list[str], typer.Argument(help="Probe records (*.json
             emit_json(summary)
 
     run_safely(go)
+
+
+@app.command()
+def explain(log: Annotated[str, typer.Argument(help="A vLLM startup log (a file, or - for stdin).")],
+            model: ModelOpt = None, gpu: GpuOpt = None, json_out: JsonOpt = False) -> None:
+    """Read a vLLM startup log: the flags it was started with, its budget next to predict's, and what
+    its outcome means."""
+
+    def go() -> None:
+        from pathlib import Path
+
+        from tabulate import tabulate
+
+        from .explain import compare, deployment_from_log, explain_json, meaning
+        from .gpus import lookup
+        from .logparse import parse_log
+
+        text = sys.stdin.read() if log == "-" else _read_text(Path(log))
+        facts = parse_log(text)
+        d = deployment_from_log(facts, model, lookup(gpu) if gpu else None)
+        cmp = compare(facts, d)
+        if json_out:
+            emit_json(explain_json(cmp))
+            return
+        i = d.inputs()
+        typer.echo(f"{log}: vLLM {facts.vllm_version or '?'} | {i['model']} on {i['gpu']} | GMU {d.gmu:.2f} | "
+                   f"KV {d.kv_cache_dtype} | {'eager' if d.enforce_eager else 'graphs (' + d.compile_cache + ' compile)'}"
+                   f" | {'MTP ' + str(d.spec_tokens) if d.mtp else 'no MTP'} | seqs {d.max_num_seqs} | "
+                   f"batched {d.max_num_batched_tokens}")
+        rows = [[t, "-" if lg is None else f"{lg:.2f}", f"{pr:.2f}", "" if e is None else f"{e:+.2f}"]
+                for t, lg, pr, e in cmp.rows]
+        typer.echo(tabulate(rows, headers=["term", "logged GiB", "predicted GiB", "difference"], tablefmt="simple",
+                            disable_numparse=True))
+        typer.echo(f"{facts.outcome.upper()}: {meaning(cmp)}")
+
+    run_safely(go)
+
+
+def _read_text(path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError as e:
+        raise UserError(f"cannot read {path}: {e.strerror}") from None
+
+
+@app.command("serve-cmd")
+def serve_cmd(model: ModelOpt = None, gpu: GpuOpt = None, gpu_memory: GpuMemOpt = None, gmu: GmuOpt = None,
+              kv_cache_dtype: KvOpt = "auto", enforce_eager: EagerOpt = False, mtp: MtpOpt = None,
+              speculative_config: SpecOpt = None, max_num_seqs: SeqsOpt = None,
+              max_num_batched_tokens: BatchOpt = None, max_model_len: MmlOpt = None,
+              enable_prefix_caching: PcOpt = False, tensor_parallel_size: TpOpt = 1,
+              compile_cache: CompileOpt = "cold", language_model_only: LmoOpt = None, vllm_version: VerOpt = None,
+              other_gpu_usage: OtherOpt = None,
+              margin: Annotated[Optional[str], typer.Option("--margin", help="Stay this far below the predicted "
+                                                            "ceiling: tokens (4096) or a share (5%).")] = None,
+              fmt: Annotated[str, typer.Option("--format", help="shell | systemd | compose | json")] = "shell",
+              checkpoint: Annotated[Optional[str], typer.Option("--checkpoint", help="Model argument of the command "
+                                    "(default: the profile's Hugging Face id, or --model's folder/id).")] = None,
+              port: Annotated[int, typer.Option("--port")] = 8000,
+              served_model_name: Annotated[Optional[str], typer.Option("--served-model-name")] = None,
+              user: Annotated[Optional[str], typer.Option("--user", help="systemd: run as this user.")] = None,
+              out: Annotated[Optional[str], typer.Option("--out", help="Write to this file instead of stdout.")] = None,
+              ) -> None:
+    """Print the `vllm serve` command for a configuration (max_model_len: the predicted ceiling or
+    --margin below it) as a shell line, a systemd unit, a docker compose service or JSON."""
+
+    def go() -> None:
+        from pathlib import Path
+
+        from . import servecmd as sc
+        from .predict import predict as run
+        from .probe import model_arg
+
+        if fmt not in ("shell", "systemd", "compose", "json"):
+            raise UserError(f"--format {fmt!r}: use shell, systemd, compose or json")
+        d, c = build(model, gpu, gpu_memory, gmu, kv_cache_dtype, enforce_eager, mtp, speculative_config,
+                     max_num_seqs, max_num_batched_tokens, max_model_len, enable_prefix_caching, tensor_parallel_size,
+                     compile_cache, language_model_only, vllm_version, other_gpu_usage)
+        p = run(d.with_(auto_fit=True), c)
+        if d.max_model_len_given:
+            p_given = run(d, c)
+            if not p_given.starts:
+                raise UserError("; ".join(p_given.reasons))
+            mml = d.max_model_len
+        else:
+            mml = sc.choose_max_model_len(p, margin)
+        ckpt = checkpoint or model_arg(d)
+        cmd = sc.build_command(d, p, ckpt, mml, port, served_model_name)
+        if fmt == "shell":
+            text = sc.shell(cmd) + "\n"
+        elif fmt == "systemd":
+            text = sc.systemd(cmd, f"vLLM {ckpt} (max_model_len {mml}, GMU {d.gmu:.2f}; vrambudget)", user)
+        elif fmt == "compose":
+            text = sc.compose(cmd, _image_version(d.rules.version), port)
+        else:
+            text = json.dumps(sc.as_json(cmd), indent=2) + "\n"
+        if out:
+            from .profiles import write_text_atomic
+
+            write_text_atomic(Path(out), text)
+        else:
+            sys.stdout.write(text)
+        for w in cmd.warnings:
+            typer.echo(f"warning: {w}", err=True)
+
+    run_safely(go)
+
+
+def _image_version(rules_version: str) -> str:
+    return {"0.19": "0.19.1", "0.20": "0.20.2", "0.33": "0.33.0"}.get(rules_version, rules_version)
 
 
 def _basis(source: str) -> str:

@@ -57,7 +57,7 @@ class Deployment:
     kv_cache_dtype: str
     kv_dtype_bytes: int
     enforce_eager: bool
-    spec_tokens: int
+    spec_tokens: int  # speculative tokens per step (MTP or ngram); 0 = off
     max_num_seqs: int
     max_num_batched_tokens: int
     max_model_len: int  # what vLLM runs with (the model's maximum when not given)
@@ -68,10 +68,12 @@ class Deployment:
     compile_cache: str
     language_model_only: bool
     other_gpu_bytes: int
+    speculative_method: str = "mtp"
 
     @property
     def mtp(self) -> bool:
-        return self.spec_tokens > 0
+        """An MTP drafter is loaded (weights, an attention layer in the KV plan)."""
+        return self.spec_tokens > 0 and self.speculative_method == "mtp"
 
     @property
     def mamba_mode(self) -> str:
@@ -80,6 +82,13 @@ class Deployment:
             return "none"
         return "align" if self.enable_prefix_caching else self.rules.mamba_mode_default
 
+    def speculative_config(self) -> str | None:
+        """vLLM's --speculative-config JSON (compact, no spaces), or None."""
+        if not self.spec_tokens:
+            return None
+        return json.dumps({"method": self.speculative_method, "num_speculative_tokens": self.spec_tokens},
+                          separators=(",", ":"))
+
     def inputs(self) -> dict[str, Any]:
         """Every resolved input, defaults included (for --json)."""
         return {
@@ -87,6 +96,7 @@ class Deployment:
             "gpu_total_bytes": self.gpu.total_bytes, "vllm_version": self.rules.version,
             "gpu_memory_utilization": self.gmu, "kv_cache_dtype": self.kv_cache_dtype,
             "enforce_eager": self.enforce_eager, "num_speculative_tokens": self.spec_tokens,
+            "speculative_method": self.speculative_method if self.spec_tokens else None,
             "max_num_seqs": self.max_num_seqs, "max_num_batched_tokens": self.max_num_batched_tokens,
             "max_model_len": self.max_model_len, "auto_fit_max_model_len": self.auto_fit,
             "max_model_len_given": self.max_model_len_given,
@@ -116,10 +126,8 @@ def resolve(model: ModelSource, gpu: GPU, rules: VllmRules, flags: Flags) -> Dep
         raise UserError("--mtp / num_speculative_tokens must be >= 0")
     if k and flags.speculative_method == "mtp" and not a.mtp_layers:
         raise UserError(f"{a.name} has no MTP head (mtp_num_hidden_layers = 0); drop --mtp")
-    if k and flags.speculative_method != "mtp":
-        raise UserError(f"speculative method {flags.speculative_method!r} is not modelled (only mtp)"
-                        + ("; never use ngram on a GDN hybrid: rejected tokens corrupt the recurrent state"
-                           if a.is_hybrid and flags.speculative_method.startswith("ngram") else ""))
+    if k and flags.speculative_method not in ("mtp", "ngram"):
+        raise UserError(f"speculative method {flags.speculative_method!r} is not modelled (mtp, ngram)")
     big = gpu.total_bytes >= rules.big_gpu_threshold_gib * GiB and "A100" not in gpu.name.upper()
     d_tokens, d_seqs = rules.serve_defaults_big if big else rules.serve_defaults_small
     seqs = flags.max_num_seqs or d_seqs
@@ -135,7 +143,8 @@ def resolve(model: ModelSource, gpu: GPU, rules: VllmRules, flags: Flags) -> Dep
         raise UserError("--compile-cache must be cold or warm")
     lmo = a.is_multimodal if flags.language_model_only is None else flags.language_model_only
     return Deployment(model, gpu, rules, gmu, kv, kv_bytes, flags.enforce_eager, k, seqs, tokens, mml, auto_fit,
-                      flags.max_model_len is not None, flags.enable_prefix_caching, tp, flags.compile_cache, lmo, flags.other_gpu_bytes)
+                      flags.max_model_len is not None, flags.enable_prefix_caching, tp, flags.compile_cache, lmo,
+                      flags.other_gpu_bytes, flags.speculative_method if k else "mtp")
 
 
 def flags_dict(f: Flags) -> dict[str, Any]:

@@ -84,3 +84,89 @@ def compare_file(path: Path, model: str | None = None, gpu: GPU | None = None,
                  c: Coefficients | None = None) -> Comparison:
     facts = parse_log(path.read_text(errors="replace"))
     return compare(facts, deployment_from_log(facts, model, gpu), c)
+
+
+def meaning(cmp: Comparison) -> str:
+    """What the log's outcome means, in plain words, with the change that fixes it."""
+    import math
+
+    from .predict import min_gmu_for_bytes
+
+    f, p = cmp.facts, cmp.prediction
+    d = p.deployment
+    total = d.gpu.total_bytes
+    if f.outcome == "kv_too_small":
+        asked = f.args.get("max_model_len") or d.max_model_len
+        need, left = f.needed_kv_gib, f.available_kv_gib
+        text = f"max_model_len {int(asked):,}"
+        if need is not None and left is not None:
+            text += f" needs {need:.2f} GiB of KV cache, {left:.2f} GiB were left"
+        if f.estimated_max_model_len is not None:
+            text += f": the ceiling at this GMU is {f.estimated_max_model_len:,}"
+        fixes = []
+        if need is not None and left is not None and f.requested_gib is not None:
+            non_kv = int((f.requested_gib - left) * GiB)
+            g = min_gmu_for_bytes(d, non_kv, int(need * GiB))
+            fixes.append(f"raise GMU to {g:.2f}" if g else "no GMU is enough on this GPU")
+        if d.mtp:
+            no_mtp = predict(d.with_(spec_tokens=0, auto_fit=True), coeffs.load(d.rules.version, d.gpu.key, d.model.ref))
+            fixes.append(f"drop MTP (predicted ceiling without it: {no_mtp.ceiling:,})")
+        fixes.append("or lower --max-model-len")
+        return text + "; " + ", ".join(fixes)
+    if f.outcome == "insufficient_free_memory":
+        free = f.free_at_start_gib
+        g = math.floor(free * GiB / total * 100) / 100 if free else None
+        return (f"only {free:.2f} GiB were free when vLLM started, less than the GMU budget"
+                + (f"; lower --gpu-memory-utilization to {g:.2f}" if g else "")
+                + " or stop what else holds the GPU (the CUDA context and other processes sit outside the budget)")
+    if f.outcome.startswith("oom_"):
+        where = {"oom_loading": "while loading the weights: they do not fit",
+                 "oom_profiling": "while profiling (weights loaded, KV cache not yet allocated): the activation "
+                                  "peak did not fit in what was free",
+                 "oom_kv_allocation": "while allocating the KV cache",
+                 "oom_graph_capture": "while capturing CUDA graphs: the graph pool did not fit beside the KV cache"}
+        text = "CUDA ran out of memory " + where.get(f.outcome, "")
+        if f.compile == "cold":
+            text += "; this boot compiled from a cold torch.compile cache, which profiles a larger peak: a restart " \
+                    "(Restart=on-failure) usually succeeds"
+        if f.outcome == "oom_graph_capture":
+            text += "; lower GMU by the graph estimate or use --enforce-eager"
+        elif f.outcome == "oom_profiling":
+            text += "; lower --max-num-batched-tokens or --max-num-seqs, or GMU"
+        return text
+    if f.outcome == "crashed":
+        return f"vLLM crashed: {f.error or 'see the traceback in the log'}"
+    if f.outcome == "started":
+        mml = f.max_model_len or d.max_model_len
+        text = f"started with max_model_len {mml:,}"
+        if f.kv_cache_tokens is not None:
+            text += f", GPU KV cache {f.kv_cache_tokens:,} tokens"
+        if f.concurrency is not None:
+            text += f" ({f.concurrency:.2f}x concurrency)"
+        return text + f"; predicted ceiling at GMU {d.gmu:.2f}: {p.ceiling:,}"
+    return "the log ends before vLLM finished starting (cut off, or still running)"
+
+
+def explain_json(cmp: Comparison) -> dict:
+    return {"outcome": cmp.facts.outcome, "meaning": meaning(cmp), "inputs": cmp.prediction.deployment.inputs(),
+            "terms": [{"term": t, "logged_gib": lg, "predicted_gib": round(pr, 4),
+                       "difference_gib": None if e is None else round(e, 4)} for t, lg, pr, e in cmp.rows],
+            "facts": cmp.facts.to_dict()}
+
+
+def deployment_from_record(rec: dict) -> Deployment:
+    """The deployment a probe record describes (its model falls back to a bundled profile by name)."""
+    i = rec["inputs"]
+    ref = str(i["model"])
+    if not Path(ref).exists() and ref.rstrip("/").split("/")[-1].lower() in bundled_models():
+        ref = ref.rstrip("/").split("/")[-1].lower()
+    gpu_key = rec.get("gpu_key")
+    gpu = catalog().get(gpu_key) if gpu_key in catalog() else from_memory(int(i["gpu_total_bytes"]))
+    flags = Flags(gpu_memory_utilization=i["gpu_memory_utilization"], kv_cache_dtype=i["kv_cache_dtype"],
+                  enforce_eager=i["enforce_eager"], num_speculative_tokens=i["num_speculative_tokens"],
+                  speculative_method=i.get("speculative_method") or "mtp", max_num_seqs=i["max_num_seqs"],
+                  max_num_batched_tokens=i["max_num_batched_tokens"], max_model_len=i["max_model_len"],
+                  enable_prefix_caching=i["enable_prefix_caching"], tensor_parallel_size=i["tensor_parallel_size"],
+                  compile_cache=(rec.get("facts") or {}).get("compile") or i["compile_cache"],
+                  language_model_only=i["language_model_only"])
+    return resolve(resolve_model(ref), gpu, rules_for(rec.get("vllm_version") or i.get("vllm_version")), flags)

@@ -124,6 +124,9 @@ def predict(d: Deployment, c: Coefficients, w: WeightBytes | None = None) -> Pre
         warnings.append(f"GDN prefill buffers can grow by ~{_gib(b.runtime_growth_bytes)} after startup "
                         f"(max_num_batched_tokens {d.max_num_batched_tokens}); only {_gib(b.runtime_margin_bytes)} "
                         "is left outside the budget: a long prompt may OOM; lower GMU or max_num_batched_tokens")
+    if d.spec_tokens and d.speculative_method == "ngram" and d.model.arch.is_hybrid:
+        warnings.append("ngram speculative decoding on a GDN hybrid: rejected draft tokens corrupt the recurrent "
+                        "state; use MTP instead (--mtp 2)")
     if not d.enforce_eager and d.compile_cache == "cold":
         warnings.append("cold torch.compile cache: the first boot profiles a larger peak; a second boot "
                         "(--compile-cache warm) gets more KV cache")

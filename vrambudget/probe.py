@@ -73,8 +73,8 @@ def model_arg(d: Deployment) -> str:
 
     hf_id = bundled_models()[src.ref].get("hf_id")
     if not hf_id:
-        raise UserError(f"bundled profile {src.ref!r} names no checkpoint; pass --model with your checkpoint's "
-                        "folder or Hugging Face id to probe it")
+        raise UserError(f"bundled profile {src.ref!r} models a layout, not one checkpoint: give your checkpoint's "
+                        "folder or Hugging Face id (--model for probe, --checkpoint for serve-cmd)")
     return hf_id
 
 
@@ -89,9 +89,8 @@ def serve_args(d: Deployment, gmu: float, max_model_len: int | str, *, dummy: bo
         args += ["--kv-cache-dtype", d.kv_cache_dtype]
     if d.enforce_eager:
         args.append("--enforce-eager")
-    if d.mtp:
-        args += ["--speculative-config", json.dumps({"method": "mtp", "num_speculative_tokens": d.spec_tokens},
-                                                    separators=(",", ":"))]
+    if d.speculative_config():
+        args += ["--speculative-config", d.speculative_config()]
     if d.enable_prefix_caching:
         args.append("--enable-prefix-caching")
     if d.tp > 1:

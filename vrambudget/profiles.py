@@ -46,20 +46,23 @@ def read_json(path: Path) -> Any:
         raise UserError(f"{path} is not valid JSON (line {e.lineno}: {e.msg})") from None
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON through a temporary file and rename, so a crash never leaves half a file."""
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write through a temporary file and rename, so a crash never leaves half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=2, sort_keys=False)
-            fh.write("\n")
+            fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    write_text_atomic(path, json.dumps(data, indent=2) + "\n")
 
 
 def append_jsonl_atomic(path: Path, record: dict[str, Any]) -> None:

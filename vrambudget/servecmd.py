@@ -1,0 +1,126 @@
+"""`vrambudget serve-cmd`: the `vllm serve` command for a predicted configuration, as a shell line,
+a systemd unit, a docker compose service or JSON, with warnings where the configuration is risky."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass
+from typing import Any
+
+from .deployment import Deployment
+from .errors import UserError
+from .predict import Prediction
+
+COMPOSE_IMAGE = "vllm/vllm-openai:v{version}"
+
+
+@dataclass
+class ServeCommand:
+    argv: list[str]  # argv after the program (vllm serve ...)
+    max_model_len: int
+    ceiling: int
+    warnings: list[str]
+
+
+def choose_max_model_len(p: Prediction, margin: str | None) -> int:
+    """The predicted ceiling, or `margin` below it ('4096' tokens or '5%'), rounded down to a block."""
+    ceiling, block = p.ceiling, p.plan.layout.block_size
+    if ceiling <= 0:
+        raise UserError("nothing starts with these flags: " + " | ".join(p.reasons or ["no KV cache memory"]))
+    if not margin:
+        return ceiling
+    m = margin.strip()
+    try:
+        cut = int(ceiling * float(m[:-1]) / 100) if m.endswith("%") else int(m)
+    except ValueError:
+        raise UserError(f"--margin {margin!r}: write tokens (4096) or a percentage (5%)") from None
+    value = (ceiling - cut) // block * block
+    if value < block:
+        raise UserError(f"--margin {margin} leaves no context below the ceiling {ceiling:,}")
+    return value
+
+
+def build_command(d: Deployment, p: Prediction, checkpoint: str, max_model_len: int, port: int,
+                  served_name: str | None) -> ServeCommand:
+    args = ["serve", checkpoint, "--port", str(port), "--gpu-memory-utilization", f"{d.gmu:.2f}",
+            "--max-model-len", str(max_model_len), "--max-num-seqs", str(d.max_num_seqs)]
+    if served_name:
+        args += ["--served-model-name", served_name]
+    if d.kv_cache_dtype != "auto":
+        args += ["--kv-cache-dtype", d.kv_cache_dtype]
+    if d.enforce_eager:
+        args.append("--enforce-eager")
+    spec = d.speculative_config()
+    if spec:
+        args += ["--speculative-config", spec]
+    if d.enable_prefix_caching:
+        args.append("--enable-prefix-caching")
+    if d.tp > 1:
+        args += ["--tensor-parallel-size", str(d.tp)]
+    if d.model.arch.is_multimodal and d.language_model_only:
+        args.append("--language-model-only")
+    args += ["--max-num-batched-tokens", str(d.max_num_batched_tokens)]
+    warnings = list(p.warnings)
+    if p.ceiling - max_model_len < p.plan.layout.block_size:
+        warnings.append(f"max_model_len {max_model_len:,} is within one block ({p.plan.layout.block_size} tokens) "
+                        "of the predicted ceiling: a cold first boot or another process on the GPU can tip it "
+                        "over; consider --margin 5%")
+    return ServeCommand(args, max_model_len, p.ceiling, warnings)
+
+
+def shell(cmd: ServeCommand) -> str:
+    return "vllm " + " ".join(shlex.quote(a) for a in cmd.argv)
+
+
+def _systemd_quote(arg: str) -> str:
+    """One ExecStart word: single-quoted where it holds anything systemd would split or expand
+    (so the JSON of --speculative-config survives), '%' doubled for systemd's specifiers."""
+    arg = arg.replace("%", "%%")
+    if arg and all(c.isalnum() or c in "-_./:=,@+" for c in arg):
+        return arg
+    if "'" in arg:
+        raise UserError(f"cannot put {arg!r} in a systemd unit (it holds a single quote)")
+    return f"'{arg}'"
+
+
+def systemd(cmd: ServeCommand, description: str, user: str | None) -> str:
+    exec_start = " ".join(["/usr/bin/env", "vllm", *(_systemd_quote(a) for a in cmd.argv)])
+    lines = ["[Unit]", f"Description={description}", "After=network-online.target", "Wants=network-online.target", "",
+             "[Service]", "Type=simple"]
+    if user:
+        lines.append(f"User={user}")
+    lines += [f"ExecStart={exec_start}", "Restart=on-failure", "RestartSec=10",
+              "# a first boot after a GMU or graph change recompiles (torch.compile) and profiles a larger peak;",
+              "# Restart=on-failure lets the second, warm boot succeed", "TimeoutStartSec=1200", "",
+              "[Install]", "WantedBy=multi-user.target", ""]
+    return "\n".join(lines)
+
+
+def compose(cmd: ServeCommand, vllm_version: str, port: int) -> str:
+    """A docker compose service; the command is a YAML list, so no shell quoting is involved."""
+    items = "\n".join(f"      - {json.dumps(a)}" for a in cmd.argv[1:])
+    return f"""services:
+  vllm:
+    image: {COMPOSE_IMAGE.format(version=vllm_version)}
+    ipc: host
+    ports:
+      - "{port}:{port}"
+    volumes:
+      - ~/.cache/huggingface:/root/.cache/huggingface
+    restart: on-failure
+    deploy:
+      resources:
+        reservations:
+          devices:
+            - driver: nvidia
+              count: 1
+              capabilities: [gpu]
+    command:
+{items}
+"""
+
+
+def as_json(cmd: ServeCommand) -> dict[str, Any]:
+    return {"argv": ["vllm", *cmd.argv], "shell": shell(cmd), "max_model_len": cmd.max_model_len,
+            "ceiling": cmd.ceiling, "warnings": cmd.warnings}
