@@ -2,7 +2,6 @@
 parsers on their logs, the search they took, and the refit against them."""
 
 import json
-from pathlib import Path
 
 import pytest
 

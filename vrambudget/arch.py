@@ -104,20 +104,12 @@ class ModelArch:
         return self.layer_types.count(FULL)
 
     @property
-    def num_sliding(self) -> int:
-        return self.layer_types.count(SLIDING)
-
-    @property
     def num_gdn(self) -> int:
         return self.layer_types.count(LINEAR)
 
     @property
     def is_multimodal(self) -> bool:
         return self.vision is not None
-
-    @property
-    def rotary_dim(self) -> int:
-        return self.head_dim
 
 
 def _layer_types(text: dict[str, Any], n_layers: int) -> tuple[str, ...]:

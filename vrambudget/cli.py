@@ -52,7 +52,7 @@ def run_safely(fn: Callable[[], None]) -> None:
         fn()
     except UserError as e:
         typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(2)
+        raise typer.Exit(2) from None
 
 
 def build(model, gpu, gpu_memory, gmu, kv, eager, mtp, spec, seqs, batch, mml, pc, tp, compile_cache, lmo, ver, other):
@@ -304,18 +304,20 @@ def _fit_and_write(paths, version, gpu_key, model_ref, out, quiet=False) -> dict
     from pathlib import Path
 
     from . import coefficients as cf
-    from .fit import fit as run_fit, load_samples, profile_json, write_profile
+    from .fit import fit as run_fit, load_samples, profile_json
+    from .profiles import write_json_atomic
 
     samples = load_samples([Path(p) for p in paths], None)
     base = cf.load(version, gpu_key, model_ref)
     res = run_fit(samples, base)
     dest = Path(out) if out else cf.fitted_profile_path(gpu_key or "any", model_ref, version)
-    write_profile(dest, profile_json(res, version, gpu_key, model_ref, [str(p) for p in paths]))
+    write_json_atomic(dest, profile_json(res, version, gpu_key, model_ref, [str(p) for p in paths]))
     worst = lambda errs: max((abs(e) for _, e in errs), default=0.0)  # noqa: E731
     if not quiet:
         from tabulate import tabulate
 
-        rows = [[Path(src).name, f"{b:+.3f}", f"{a:+.3f}"] for (src, b), (_, a) in zip(res.before, res.after)]
+        rows = [[Path(src).name, f"{b:+.3f}", f"{a:+.3f}"]
+                for (src, b), (_, a) in zip(res.before, res.after, strict=True)]
         typer.echo(tabulate(rows, headers=["startup", "error before (GiB)", "after"], tablefmt="simple",
                             disable_numparse=True))
         typer.echo(f"refitted {', '.join(res.changed) or 'nothing'}; worst available-KV error "

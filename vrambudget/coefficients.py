@@ -35,9 +35,6 @@ class Coefficients:
         except KeyError:
             raise UserError(f"coefficient {name!r} missing from profiles {self.origins}") from None
 
-    def describe(self, name: str) -> Coefficient:
-        return self.items[name]
-
 
 def _read(path: Path) -> dict[str, Any]:
     data = read_json(path)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .checkpoint import ModelSource
@@ -89,6 +89,26 @@ class Deployment:
         return json.dumps({"method": self.speculative_method, "num_speculative_tokens": self.spec_tokens},
                           separators=(",", ":"))
 
+    def serve_flags(self, max_model_len: int | str) -> list[str]:
+        """The `vllm serve` flags (vLLM's own names) that reproduce this deployment; the
+        speculative-config JSON is one argument. The model argument is not included."""
+        args = ["--gpu-memory-utilization", f"{self.gmu:.2f}", "--max-model-len", str(max_model_len),
+                "--max-num-seqs", str(self.max_num_seqs), "--max-num-batched-tokens", str(self.max_num_batched_tokens)]
+        if self.kv_cache_dtype != "auto":
+            args += ["--kv-cache-dtype", self.kv_cache_dtype]
+        if self.enforce_eager:
+            args.append("--enforce-eager")
+        spec = self.speculative_config()
+        if spec:
+            args += ["--speculative-config", spec]
+        if self.enable_prefix_caching:
+            args.append("--enable-prefix-caching")
+        if self.tp > 1:
+            args += ["--tensor-parallel-size", str(self.tp)]
+        if self.model.arch.is_multimodal and self.language_model_only:
+            args.append("--language-model-only")
+        return args
+
     def inputs(self) -> dict[str, Any]:
         """Every resolved input, defaults included (for --json)."""
         return {
@@ -145,7 +165,3 @@ def resolve(model: ModelSource, gpu: GPU, rules: VllmRules, flags: Flags) -> Dep
     return Deployment(model, gpu, rules, gmu, kv, kv_bytes, flags.enforce_eager, k, seqs, tokens, mml, auto_fit,
                       flags.max_model_len is not None, flags.enable_prefix_caching, tp, flags.compile_cache, lmo,
                       flags.other_gpu_bytes, flags.speculative_method if k else "mtp")
-
-
-def flags_dict(f: Flags) -> dict[str, Any]:
-    return asdict(f)

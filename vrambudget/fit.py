@@ -9,14 +9,14 @@ and after, per record.
 from __future__ import annotations
 
 import statistics
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .budget import Features, available_kv, compile_extra, eager_activation, features
+from .budget import Features, available_kv, eager_activation, features
 from .coefficients import Coefficient, Coefficients
 from .errors import UserError
-from .profiles import read_jsonl, write_json_atomic
+from .profiles import read_jsonl
 from .units import GiB
 
 
@@ -98,7 +98,6 @@ def fit(samples: list[Sample], base: Coefficients) -> FitResult:
 
     items = dict(base.items)
     changed: list[str] = []
-    n = len(samples)
 
     def put(name: str, value: float, how: str) -> None:
         old = items[name]
@@ -144,7 +143,7 @@ def fit(samples: list[Sample], base: Coefficients) -> FitResult:
             continue
         extra = [s.activation_gib * GiB - eager_activation(s.f, cur) for s in g]
         if cache == "cold":
-            val = statistics.mean(e / (s.f.tokens * s.f.hidden / s.f.tp) for e, s in zip(extra, g))
+            val = statistics.mean(e / (s.f.tokens * s.f.hidden / s.f.tp) for e, s in zip(extra, g, strict=True))
         else:
             val = statistics.mean(extra)
         put(name, max(0.0, val), f"{len(g)} {cache}-compile profiling peaks")
@@ -169,11 +168,3 @@ def profile_json(result: FitResult, version: str, gpu: str | None, model: str | 
         "coefficients": {k: {"value": v.value, "unit": v.unit, "source": v.source}
                          for k, v in result.coefficients.items() if k in result.changed},
     }
-
-
-def write_profile(path: Path, data: dict[str, Any]) -> None:
-    write_json_atomic(path, data)
-
-
-def sample_dict(s: Sample) -> dict[str, Any]:
-    return asdict(s)

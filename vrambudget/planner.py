@@ -68,10 +68,6 @@ class KVLayout:
     def bytes_per_request(self, tokens: int) -> int:
         return self.blocks_per_request(tokens) * self.bytes_per_block
 
-    def fixed_blocks(self) -> int:
-        """Blocks a request holds whatever its length (the GDN state pages)."""
-        return sum(self.groups(b) * b.spec.blocks_for(0) for b in self.buckets if b.kind == "gdn")
-
 
 def hybrid_block_size(attn_bytes_per_token: int, mamba_state_bytes: int, multiple: int) -> int:
     """Smallest multiple of `multiple` tokens whose attention page holds one mamba page."""

@@ -46,7 +46,7 @@ def budget_bars(items: Iterable[tuple[str, Prediction]], ax: Any = None, title: 
     for label, _ in TERMS:
         vals = [budget_segments(p)[label] for _, p in items]
         ax.bar([n for n, _ in items], vals, bottom=bottoms, label=label)
-        bottoms = [b + v for b, v in zip(bottoms, vals)]
+        bottoms = [b + v for b, v in zip(bottoms, vals, strict=False)]
     if items:
         ax.axhline(items[0][1].budget.requested_bytes / GiB, color="black", lw=0.8, ls="--", label="GMU budget")
     ax.set_ylabel("GiB")

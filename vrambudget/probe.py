@@ -12,7 +12,6 @@ A failure right after a cold torch.compile is retried once (first boots profile 
 
 from __future__ import annotations
 
-import json
 import random
 import shlex
 import time
@@ -81,22 +80,9 @@ def model_arg(d: Deployment) -> str:
 def serve_args(d: Deployment, gmu: float, max_model_len: int | str, *, dummy: bool, port: int | None,
                extra: list[str]) -> list[str]:
     """vLLM flags for one startup (vLLM's own names; JSON given as one argument)."""
-    args = [model_arg(d), "--gpu-memory-utilization", f"{gmu:.2f}", "--max-model-len", str(max_model_len),
-            "--max-num-seqs", str(d.max_num_seqs), "--max-num-batched-tokens", str(d.max_num_batched_tokens)]
+    args = [model_arg(d), *d.with_(gmu=gmu).serve_flags(max_model_len)]
     if port is not None:
         args += ["--port", str(port)]
-    if d.kv_cache_dtype != "auto":
-        args += ["--kv-cache-dtype", d.kv_cache_dtype]
-    if d.enforce_eager:
-        args.append("--enforce-eager")
-    if d.speculative_config():
-        args += ["--speculative-config", d.speculative_config()]
-    if d.enable_prefix_caching:
-        args.append("--enable-prefix-caching")
-    if d.tp > 1:
-        args += ["--tensor-parallel-size", str(d.tp)]
-    if d.model.arch.is_multimodal and d.language_model_only:
-        args.append("--language-model-only")
     if dummy:
         args += ["--load-format", "dummy"]
     return args + extra
@@ -153,7 +139,7 @@ class Prober:
         n = len(self.attempts) + 1
         if n > self.opts.max_startups:
             raise UserError(f"stopped after {self.opts.max_startups} startups (--max-startups)")
-        baseline = self._baseline = self.gpu.used_bytes()
+        self._baseline = self.gpu.used_bytes()
         log = self.opts.runs_dir / f"startup-{n:02d}.log"
         cmd = self.opts.vllm_cmd + serve_args(self.d, gmu, mml, dummy=self.opts.dummy_weights, port=port,
                                               extra=self.opts.extra_args)

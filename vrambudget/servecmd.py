@@ -43,24 +43,9 @@ def choose_max_model_len(p: Prediction, margin: str | None) -> int:
 
 def build_command(d: Deployment, p: Prediction, checkpoint: str, max_model_len: int, port: int,
                   served_name: str | None) -> ServeCommand:
-    args = ["serve", checkpoint, "--port", str(port), "--gpu-memory-utilization", f"{d.gmu:.2f}",
-            "--max-model-len", str(max_model_len), "--max-num-seqs", str(d.max_num_seqs)]
+    args = ["serve", checkpoint, "--port", str(port), *d.serve_flags(max_model_len)]
     if served_name:
         args += ["--served-model-name", served_name]
-    if d.kv_cache_dtype != "auto":
-        args += ["--kv-cache-dtype", d.kv_cache_dtype]
-    if d.enforce_eager:
-        args.append("--enforce-eager")
-    spec = d.speculative_config()
-    if spec:
-        args += ["--speculative-config", spec]
-    if d.enable_prefix_caching:
-        args.append("--enable-prefix-caching")
-    if d.tp > 1:
-        args += ["--tensor-parallel-size", str(d.tp)]
-    if d.model.arch.is_multimodal and d.language_model_only:
-        args.append("--language-model-only")
-    args += ["--max-num-batched-tokens", str(d.max_num_batched_tokens)]
     warnings = list(p.warnings)
     if p.ceiling - max_model_len < p.plan.layout.block_size:
         warnings.append(f"max_model_len {max_model_len:,} is within one block ({p.plan.layout.block_size} tokens) "

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from .arch import FULL, LINEAR, SLIDING, ModelArch
+from .arch import FULL, LINEAR, ModelArch
 from .errors import UserError
 from .units import cdiv, dtype_bytes
 
