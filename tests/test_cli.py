@@ -93,3 +93,29 @@ def test_gpus_and_models_listings():
                  "qwen3.5-9b-awq", "qwen3-next-80b-a3b", "qwen3-8b", "llama-3.1-8b"):
         assert name in models
     assert models["qwen3.5-35b-a3b"]["params"] > 30e9
+
+
+def test_every_bundled_model_predicts_on_h200():
+    models = json.loads(run("models", "--json").output)
+    big = run("predict", "--model", "qwen3-next-80b-a3b", "--gpu", "h200", "--max-model-len", "auto")
+    assert big.exit_code == 1 and "over by" in big.output  # 148 GiB of bf16 weights on one 139.8 GiB GPU
+    for name in models:
+        tp = "2" if name == "qwen3-next-80b-a3b" else "1"
+        r = run("predict", "--model", name, "--gpu", "h200", "--max-model-len", "auto", "-tp", tp, "--json")
+        out = json.loads(r.output)
+        assert r.exit_code == 0 and out["fits"] and out["max_model_len_ceiling"] > 0, name
+        hybrid = "GDN" in models[name]["layers"]
+        assert (out["block_size"] > 16) == hybrid, name  # hybrids raise the block to hold a GDN state
+
+
+def test_gpu_auto_without_a_driver_is_one_line(monkeypatch):
+    import vrambudget.gpus as g
+
+    class NoDriver:
+        def nvmlInit(self):
+            raise RuntimeError("NVML Shared Library Not Found")
+
+    monkeypatch.setitem(__import__("sys").modules, "pynvml", NoDriver())
+    g.catalog.cache_clear()
+    r = run("predict", "--gpu", "auto")
+    assert r.exit_code == 2 and "NVML" in r.output and r.output.count("\n") == 1

@@ -2,6 +2,7 @@
 parsers on their logs, the search they took, and the refit against them."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -66,3 +67,21 @@ def test_records_are_one_json_object_per_line():
             assert rec["schema"] == 1
             if rec.get("kind") != "verify":
                 assert {"inputs", "vllm_version", "driver_version", "gpu_name", "facts", "outcome", "log"} <= set(rec)
+
+
+def test_fit_cli_writes_a_profile_that_predict_then_uses():
+    from typer.testing import CliRunner
+
+    from vrambudget.cli import app
+
+    runner = CliRunner()
+    r = runner.invoke(app, ["fit", str(RUNS / "p9b" / "records.jsonl"), "--gpu", "h200", "--json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    assert Path(out["profile"]).is_file() and out["worst_error_after_gib"] <= 0.05
+    args = ["--model", "tests/fixtures/models/qwen3.5-9b", "--gpu", "h200", "--gmu", "0.14", "--kv-cache-dtype", "fp8",
+            "--mtp", "2", "--enforce-eager", "--max-num-seqs", "8", "--max-num-batched-tokens", "2048",
+            "--vllm-version", "0.20.2", "--max-model-len", "auto", "--json"]
+    pred = json.loads(runner.invoke(app, ["predict", *args]).output)
+    assert abs(pred["available_kv_bytes"] / GiB - 1.81) <= 0.05
+    assert pred["max_model_len_ceiling"] == 95408  # the probed (and vLLM auto-fit) ceiling

@@ -111,3 +111,24 @@ def test_vision_tower_counted_only_without_language_model_only():
     lmo = weight_bytes(resolve(src, gpus.lookup("h200"), rules_for("0.20"), Flags()))
     full = weight_bytes(resolve(src, gpus.lookup("h200"), rules_for("0.20"), Flags(language_model_only=False)))
     assert lmo.vision == 0 and 0.7 < full.vision / 2**30 < 0.9  # ~0.46B params of ViT in bf16
+
+
+@pytest.mark.parametrize("model,published", [
+    ("qwen3.5-9b", 9_653_104_368),  # all tensors (LM + MTP + vision), as its checkpoints list them
+    ("llama-3.1-8b", 8_030_261_248),
+    ("qwen3-8b", 8_190_735_360),
+])
+def test_parameter_counts_match_published_totals(model, published):
+    from vrambudget.weights import mtp_tensors, vision_tensors
+
+    a = resolve_model(model).arch
+    total = sum(t.numel for t in model_tensors(a)) + sum(t.numel for t in vision_tensors(a))
+    total += sum(t.numel for t in mtp_tensors(a)) if a.mtp_layers else 0
+    assert total == published
+
+
+def test_hub_id_offline_is_a_clear_error(monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path))
+    with pytest.raises(UserError, match="qwen3.5-9b-awq"):
+        resolve_model("some-org/some-model-that-is-not-cached")
