@@ -112,7 +112,8 @@ def main() -> int:
             "tokens to ensure that attention page size is >= mamba page size.")
     act = truth["activation_gib"]
     if not args.enforce_eager:
-        key = state / f"compiled-{bool(spec)}"
+        # as measured on vLLM 0.20.2: the compile cache key includes max_model_len (a new length is cold)
+        key = state / f"compiled-{bool(spec)}-{mml_arg}"
         if key.exists():
             say("INFO 11-21 05:35:39 [compilation/backends.py:300] Directly load the compiled graph(s) for compile range (1, 2048) from the cache, took 1.2 s")
             act += truth.get("warm_extra_gib", 0.02)

@@ -104,6 +104,18 @@ def test_cold_compile_failure_is_retried_once_and_recorded(sim, tmp_path):
     assert any("retrying once" in x for x in lines)
 
 
+def test_graph_mode_every_new_length_boots_cold_and_is_retried_warm(sim, tmp_path):
+    truth = sim()
+    d = deployment(gmu=0.27, eager=False)
+    p, _ = prober(tmp_path, d)
+    out = p.bisect()
+    assert out["ceiling"] == truth_ceiling(truth, d, "warm") > truth_ceiling(truth, d, "cold")
+    recs = [r for r in read_jsonl(tmp_path / "runs" / "records.jsonl") if r.get("kind") != "verify"]
+    assert recs[0]["facts"]["compile"] == "cold" and recs[0]["outcome"] == "kv_too_small"
+    assert recs[1]["retry_of_cold_compile"] and recs[1]["facts"]["compile"] == "warm"
+    assert recs[-1]["outcome"] == "started" and len(recs) <= 4
+
+
 def test_runtime_oom_lowers_the_ceiling(sim, tmp_path):
     d = deployment()
     limit = 60000
@@ -172,3 +184,10 @@ def test_cli_probe_records_and_refits_a_profile_predict_then_uses(sim, tmp_path)
     assert out["fit"]["worst_error_after_gib"] <= 0.05 < out["fit"]["worst_error_before_gib"]
     pred = json.loads(CliRunner().invoke(app, ["predict", *args, "--max-model-len", "auto", "--json"]).stdout)
     assert pred["max_model_len_ceiling"] == out["ceiling"] == truth_ceiling(truth, deployment())
+
+
+def test_max_startups_stops_with_a_summary(sim, tmp_path):
+    sim(activation_gib=0.10, weights_gib=16.5)  # prediction too low: needs a second startup
+    p, _ = prober(tmp_path, deployment(), max_startups=1)
+    out = p.bisect()
+    assert out["failed"] == "max_startups_reached" and out["startups"] == 1

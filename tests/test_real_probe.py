@@ -85,3 +85,48 @@ def test_fit_cli_writes_a_profile_that_predict_then_uses():
     pred = json.loads(runner.invoke(app, ["predict", *args]).output)
     assert abs(pred["available_kv_bytes"] / GiB - 1.81) <= 0.05
     assert pred["max_model_len_ceiling"] == 95408  # the probed (and vLLM auto-fit) ceiling
+
+
+def test_graph_mode_probe_found_the_warm_ceiling_vllm_auto_fits_to():
+    recs = [r for r in read_jsonl(RUNS / "g3" / "records.jsonl") if r.get("kind") != "verify"]
+    assert [(r["outcome"], r["facts"]["compile"], r["retry_of_cold_compile"]) for r in recs] == \
+        [("kv_too_small", "cold", False), ("started", "warm", True)]
+    assert recs[1]["inputs"]["max_model_len"] == 169376
+    verify = [r for r in read_jsonl(RUNS / "g3" / "records.jsonl") if r.get("kind") == "verify"]
+    assert verify[0]["verify"]["ok"] and verify[0]["verify"]["prompt_tokens"] == 165972
+    cold = parse_log((RUNS / "autofit-graphs-boot1.log").read_text())
+    warm = parse_log((RUNS / "autofit-graphs-boot2.log").read_text())
+    assert (cold.compile, cold.auto_fit_to) == ("cold", 65392) and (warm.compile, warm.auto_fit_to) == ("warm", 169376)
+
+
+def test_compile_cache_key_follows_max_model_len():
+    g1 = parse_log((RUNS / "g1" / "startup-01.log").read_text())
+    g2a = parse_log((RUNS / "g2" / "startup-01.log").read_text())
+    g2b = parse_log((RUNS / "g2" / "startup-02.log").read_text())
+    assert g1.args["max_model_len"] == g2b.args["max_model_len"] == 65392 != g2a.args["max_model_len"]
+    assert g2a.compile_key != g1.compile_key == g2b.compile_key
+    assert (g2a.compile, g2b.compile) == ("cold", "warm")
+    assert (g2a.activation_gib, g2b.activation_gib) == (2.08, 0.3)
+
+
+@pytest.mark.parametrize("cache,logged", [("cold", 1.29), ("warm", 3.08)])
+def test_bundled_prediction_of_graph_mode_cold_and_warm(cache, logged):
+    from vrambudget import gpus
+    from vrambudget.checkpoint import resolve_model
+    from vrambudget.deployment import Flags, resolve
+    from vrambudget.predict import predict
+    from vrambudget.vllm_rules import rules_for
+
+    d = resolve(resolve_model("qwen3.5-9b"), gpus.lookup("h200"), rules_for("0.20.2"),
+                Flags(gpu_memory_utilization=0.15, kv_cache_dtype="fp8", num_speculative_tokens=2, max_num_seqs=8,
+                      max_num_batched_tokens=2048, max_model_len=-1, compile_cache=cache))
+    p = predict(d, coefficients.load("0.20"))
+    assert abs(p.budget.available_kv_bytes / GiB - logged) <= 0.05
+    assert p.ceiling == {"cold": 65392, "warm": 169376}[cache]
+
+
+def test_refit_on_every_real_record_stays_within_0_05_gib():
+    samples = load_samples(sorted(RUNS.glob("*/records.jsonl")))
+    res = fit(samples, coefficients.load("0.20"))
+    assert len(res.after) == 5 and max(abs(e) for _, e in res.after) <= 0.05
+    assert {"cold_compile_per_token_hidden_bytes", "warm_compile_extra_bytes"} <= set(res.changed)

@@ -290,7 +290,7 @@ def _print_probe_summary(s: dict) -> None:
     typer.echo(tabulate(rows, headers=["#", "GMU", "max_model_len", "outcome", "s", "verify"], tablefmt="simple",
                         disable_numparse=True))
     if s.get("failed"):
-        typer.echo(f"probe stopped: a startup ended with {s['failed']} (see its log in {s['records']})")
+        typer.echo(f"probe stopped: {s['failed'].replace('_', ' ')} (logs and records: {s['records']})")
     elif s["mode"] == "bisect":
         typer.echo(f"ceiling: max_model_len {s['ceiling']:,} (predicted {s.get('predicted', 0):,}) "
                    f"in {s['startups']} startups; records: {s['records']}")
@@ -316,7 +316,7 @@ def _fit_and_write(paths, version, gpu_key, model_ref, out, quiet=False) -> dict
     if not quiet:
         from tabulate import tabulate
 
-        rows = [[Path(src).name, f"{b:+.3f}", f"{a:+.3f}"]
+        rows = [[f"{Path(src).parent.name}/{Path(src).name}", f"{b:+.3f}", f"{a:+.3f}"]
                 for (src, b), (_, a) in zip(res.before, res.after, strict=True)]
         typer.echo(tabulate(rows, headers=["startup", "error before (GiB)", "after"], tablefmt="simple",
                             disable_numparse=True))

@@ -39,6 +39,7 @@ PATTERNS: dict[str, re.Pattern[str]] = {
     "needed_kv": re.compile(r"([0-9.]+) GiB KV cache is needed, which is larger than the available KV cache memory "
                             r"\(([0-9.]+) GiB\)"),
     "free_short": re.compile(r"Free memory on device \(([0-9.]+)/([0-9.]+) GiB\) on startup is less than desired"),
+    "compile_key": re.compile(r"torch_compile_cache/([0-9a-f]+)/"),
     "lab_max_len": re.compile(r"^LAB max_model_len (-?\d+)"),
     "desired": re.compile(r"Free memory on device \(([0-9.]+)/([0-9.]+) GiB\) on startup\. Desired GPU memory "
                           r"utilization is \(([0-9.]+), ([0-9.]+) GiB\)"),
@@ -78,6 +79,7 @@ class LogFacts:
     concurrency: float | None = None
     concurrency_len: int | None = None
     compile: str | None = None  # "cold" (compiled now), "warm" (loaded from cache), None (eager)
+    compile_key: str | None = None  # torch.compile cache directory hash (what decides cold vs warm)
     estimated_max_model_len: int | None = None
     needed_kv_gib: float | None = None
     outcome: str = "unknown"  # started | kv_too_small | oom_loading | oom_profiling | oom_kv_allocation |
@@ -163,6 +165,8 @@ def parse_log(text: str) -> LogFacts:
             elif key == "usage_new":
                 f.activation_gib = f.activation_gib if f.activation_gib is not None else float(g[1])
                 f.cudagraph_actual_gib = float(g[2])
+            elif key == "compile_key" and f.compile_key is None:
+                f.compile_key = g[0]
             elif key == "lab_max_len" and int(g[0]) > 0:
                 f.max_model_len = int(g[0])
         if "Compiling a graph for" in line and f.compile is None:

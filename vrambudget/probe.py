@@ -16,12 +16,12 @@ import random
 import shlex
 import time
 import urllib.error
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
 from . import __version__
-from .budget import features
+from .budget import compile_extra, features
 from .coefficients import Coefficients
 from .deployment import Deployment
 from .errors import UserError
@@ -110,6 +110,10 @@ class _PeakWatch:
         self._t.join(timeout=2)
 
 
+class _Exhausted(Exception):
+    """--max-startups reached: the search stops and reports what it has."""
+
+
 class Prober:
     """Runs startups one at a time; `report` receives one progress line per event."""
 
@@ -120,7 +124,6 @@ class Prober:
         self.records_path = opts.runs_dir / "records.jsonl"
         self.layout = layout_for(d)
         self.block = self.layout.block_size
-        self.cold_retry_used = False
         self._baseline: int | None = None
 
     # -- one startup -------------------------------------------------------------------------
@@ -138,7 +141,7 @@ class Prober:
         port = self._preflight()
         n = len(self.attempts) + 1
         if n > self.opts.max_startups:
-            raise UserError(f"stopped after {self.opts.max_startups} startups (--max-startups)")
+            raise _Exhausted()
         self._baseline = self.gpu.used_bytes()
         log = self.opts.runs_dir / f"startup-{n:02d}.log"
         cmd = self.opts.vllm_cmd + serve_args(self.d, gmu, mml, dummy=self.opts.dummy_weights, port=port,
@@ -208,13 +211,13 @@ class Prober:
         append_jsonl_atomic(self.records_path, rec)
 
     def run_startup(self, gmu: float, mml: int | str, mode: str, keep: bool = False) -> tuple[Attempt, ServerProcess | None]:
-        """A startup, recorded; a failure right after a cold torch.compile gets one recorded retry."""
+        """A startup, recorded. A failure right after a cold torch.compile (the first boot of a new
+        compile-cache key profiles a larger peak) gets one recorded retry, which boots warm."""
         att, srv = self.startup(gmu, mml, keep=keep)
         self.record(att, mode)
-        cold_fail = att.outcome not in ("started", "kv_too_small", "insufficient_free_memory") and \
-            att.facts.compile == "cold" and not self.cold_retry_used
+        cold_fail = att.outcome not in ("started", "insufficient_free_memory", "timed_out") and \
+            att.facts.compile == "cold"
         if cold_fail:
-            self.cold_retry_used = True
             self.report(f"[{att.n}] failed right after a cold torch.compile: retrying once with the cache warm")
             att, srv = self.startup(gmu, mml, keep=keep)
             att.retry_of_cold_compile = True
@@ -256,18 +259,40 @@ class Prober:
         return max(self.block, tokens // self.block * self.block)
 
     def _from_available(self, f: LogFacts) -> int | None:
-        """The ceiling the planner gives for the log's available KV memory (vLLM's exact arithmetic)."""
+        """The ceiling the planner gives for the log's available KV memory (vLLM's exact arithmetic).
+        After a cold compile the same length boots warm next time, with the cold-minus-warm
+        profiling peak (from the coefficients) more KV memory: that warm ceiling is returned."""
         if f.available_kv_gib is None:
             return None
         reserve = self.d.rules.reserved_null_blocks * self.layout.bytes_per_block
-        c = ceiling_tokens(self.layout, round(f.available_kv_gib * GiB) - reserve)
+        gap = 0.0
+        if f.compile == "cold" and not self.d.enforce_eager:
+            feats = features(self.d)
+            gap = compile_extra(feats, self.c) - compile_extra(replace(feats, compile_cache="warm"), self.c)
+        c = ceiling_tokens(self.layout, round(f.available_kv_gib * GiB + gap) - reserve)
         return min(c, self.d.model.arch.max_position_embeddings)
 
     def bisect(self) -> dict[str, Any]:
-        """Largest max_model_len that starts (and serves, with --verify) at the deployment's GMU.
-        Invariant: `lo` started, `hi` did not start or did not serve (exclusive bound)."""
+        """Largest max_model_len that starts (and serves, with --verify) at the deployment's GMU."""
+        try:
+            return self._bisect()
+        except _Exhausted:
+            return self._summary("bisect", failed="max_startups_reached")
+
+    def target(self, tokens: int) -> dict[str, Any]:
+        """Smallest GMU (0.01 steps) at which `tokens` start and serve."""
+        try:
+            return self._target(tokens)
+        except _Exhausted:
+            return self._summary("target", failed="max_startups_reached", tokens=tokens)
+
+    def _bisect(self) -> dict[str, Any]:
+        """Invariant: `lo` started, `hi` did not start or did not serve (exclusive bound)."""
         gmu, max_len, b = self.d.gmu, self.d.model.arch.max_position_embeddings, self.block
-        predicted = predict(self.d.with_(auto_fit=True), self.c).ceiling
+        # graph mode: every new max_model_len is a new compile-cache key, so its first boot is cold and
+        # a cold failure is retried warm; aim at the warm ceiling from the start
+        start = self.d if self.d.enforce_eager else self.d.with_(compile_cache="warm")
+        predicted = predict(start.with_(auto_fit=True), self.c).ceiling
         lo, hi = 0, max_len + 1
         served = 0  # largest length verified to serve
         serve_failed = False  # after a runtime OOM every started candidate is verified
@@ -330,8 +355,7 @@ class Prober:
                "inputs": {**self.d.inputs(), "gpu_memory_utilization": att.gmu, "max_model_len": att.max_model_len}}
         append_jsonl_atomic(self.records_path, rec)
 
-    def target(self, tokens: int) -> dict[str, Any]:
-        """Smallest GMU (0.01 steps) at which `tokens` start and serve."""
+    def _target(self, tokens: int) -> dict[str, Any]:
         d = self.d.with_(max_model_len=tokens, auto_fit=False)
         g = min_gmu_for_context(d, self.c, tokens) or 0.99
         need = self.layout.bytes_per_request(tokens) + self.d.rules.reserved_null_blocks * self.layout.bytes_per_block
