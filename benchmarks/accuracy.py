@@ -27,16 +27,19 @@ def main(paths: list[str]) -> int:
     rows = []
     for path in logs:
         cmp = compare_file(path)
+        name = f"{path.parent.name}/{path.stem}"[-48:]
         f, d = cmp.facts, cmp.prediction.deployment
         for term, logged, pred, err in cmp.rows:
             if logged is None:
                 continue
-            rows.append([path.stem[:44], term, f"{logged:.2f}", f"{pred:.2f}", f"{err:+.2f}"])
+            rows.append([name, term, f"{logged:.2f}", f"{pred:.2f}", f"{err:+.2f}"])
             if term == "available KV cache":
                 worst = max(worst, abs(err))
+        if f.kv_cache_tokens is None or f.available_kv_gib is None:
+            continue  # a refused startup: its budget rows above are still compared
         lay = layout_for(d)
         plan = plan_kv(lay, round(f.available_kv_gib * GiB), f.max_model_len or d.max_model_len, d.rules)
-        rows.append([path.stem[:44], "KV plan: block / tokens / len",
+        rows.append([name, "KV plan: block / tokens / len",
                      f"{f.block_size or 16} / {f.kv_cache_tokens:,} / {f.max_model_len:,}",
                      f"{lay.block_size} / {plan.kv_cache_tokens:,} / {min(plan.ceiling, d.max_model_len):,}", ""])
     print(tabulate(rows, headers=["log", "term", "logged", "predicted", "error GiB"], tablefmt="simple",

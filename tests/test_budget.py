@@ -42,3 +42,15 @@ def test_mission_deployment_on_4060ti():
     p = predict(d, coefficients.load("0.20"))
     assert abs(p.budget.available_kv_bytes / GiB - 1.02) <= 0.15
     assert not p.starts and "needs 1.36 GiB" in p.reasons[0]
+
+
+PROBE_LOGS = sorted((LOGS.parent.parent.parent / "probe-vllm-0.20.2-h200").rglob("*.log"))
+
+
+@pytest.mark.parametrize("path", PROBE_LOGS, ids=[f"{p.parent.name}/{p.stem}" for p in PROBE_LOGS])
+def test_out_of_sample_real_logs_within_0_05_gib(path):
+    """The probe's real startups were not used to fit the bundled coefficients: 0.8B with fp8 KV
+    (block 1088), 9B at other GMUs, graph mode cold and warm."""
+    cmp = compare_file(path)
+    err = {t: e for t, _, _, e in cmp.rows}["available KV cache"]
+    assert abs(err) <= 0.05
