@@ -5,7 +5,7 @@ import pytest
 from vrambudget.explain import compare_file
 from vrambudget.units import GiB
 
-from .conftest import LOGS
+from .conftest import FIXTURES, LOGS
 
 ALL = sorted(p.name for p in LOGS.glob("*.log"))
 
@@ -44,7 +44,7 @@ def test_mission_deployment_on_4060ti():
     assert not p.starts and "needs 1.36 GiB" in p.reasons[0]
 
 
-PROBE_LOGS = sorted((LOGS.parent.parent.parent / "probe-vllm-0.20.2-h200").rglob("*.log"))
+PROBE_LOGS = sorted((FIXTURES / "probe-vllm-0.20.2-h200").rglob("*.log"))
 
 
 @pytest.mark.parametrize("path", PROBE_LOGS, ids=[f"{p.parent.name}/{p.stem}" for p in PROBE_LOGS])
