@@ -67,7 +67,7 @@ def ceiling_curves(table: dict[str, Any], ax: Any = None, points: list[dict[str,
         ax.plot(gmus, [r["ceilings"][col] / 1024 for r in table["rows"]], marker=".", label=f"predicted: {col}")
     for pt in points or []:
         ax.scatter([pt["gmu"]], [pt["max_model_len"] / 1024], marker="o" if pt["ok"] else "x",
-                   color="black" if pt["ok"] else "red", zorder=5)
+                   color="black" if pt["ok"] else "red", s=25 if pt["ok"] else 70, zorder=5 if pt["ok"] else 6)
     if points:
         ax.scatter([], [], marker="o", color="black", label="probe: started")
         ax.scatter([], [], marker="x", color="red", label="probe: refused")
