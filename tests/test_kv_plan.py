@@ -90,3 +90,24 @@ def test_033_reserves_one_null_block():
     lay = layout("qwen3.5-9b", 1, 0)
     avail = round(6.47 * GiB)
     assert plan_kv(lay, avail, 1, R20).ceiling - plan_kv(lay, avail, 1, rules_for("0.33")).ceiling == 1056
+
+
+def test_sliding_window_layers_hold_window_plus_chunk():
+    cfg = {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 1024, "num_hidden_layers": 8,
+           "num_attention_heads": 8, "num_key_value_heads": 2, "vocab_size": 32000, "intermediate_size": 4096,
+           "use_sliding_window": True, "sliding_window": 4096, "max_window_layers": 4, "max_position_embeddings": 131072}
+    a = arch_from_config(cfg, "sw")
+    lay = build_layout(a, kv_dtype_bytes=2, spec_tokens=0, draft_attention_layers=0, tp=1, mamba_blocks=1,
+                       block_multiple=16, max_num_batched_tokens=2048)
+    assert [(b.kind, b.num_layers) for b in lay.buckets] == [("attention", 4), ("sliding", 4)]
+    # one full group: cdiv(L, 16); one sliding group: cdiv(min(4096 - 1 + 2048, L), 16) + 1
+    assert lay.blocks_per_request(100_000) == 6250 + 385
+    assert lay.blocks_per_request(1000) == 63 + 64
+
+
+def test_mla_is_refused_clearly():
+    from vrambudget.errors import UserError
+
+    with pytest.raises(UserError, match="MLA"):
+        arch_from_config({"model_type": "deepseek_v3", "hidden_size": 7168, "num_hidden_layers": 61,
+                          "num_attention_heads": 128, "vocab_size": 129280, "kv_lora_rank": 512}, "ds")

@@ -168,6 +168,9 @@ def arch_from_config(cfg: dict[str, Any], name: str = "model") -> ModelArch:
         vocab = int(text.get("vocab_size") or cfg["vocab_size"])
     except KeyError as e:
         raise UserError(f"config.json of {name} lacks {e.args[0]!r}; is it a decoder-only LLM config?") from None
+    if text.get("kv_lora_rank"):
+        raise UserError(f"{name}: MLA (latent attention, DeepSeek style) is not modelled; supported: GQA, "
+                        "sliding window and GatedDeltaNet hybrids")
     head_dim = int(text.get("head_dim") or hidden // n_heads)
     layer_types = _layer_types(text, n_layers)
     unknown = set(layer_types) - {FULL, LINEAR, SLIDING}
