@@ -26,11 +26,13 @@ GmuOpt = Annotated[Optional[float], typer.Option("--gpu-memory-utilization", "--
 KvOpt = Annotated[str, typer.Option("--kv-cache-dtype", rich_help_panel=P, help="auto | fp8 | fp8_e4m3 | fp8_e5m2 | bfloat16.")]
 EagerOpt = Annotated[bool, typer.Option("--enforce-eager/--cuda-graphs", rich_help_panel=P, help="No CUDA graphs / torch.compile.")]
 MtpOpt = Annotated[Optional[int], typer.Option("--mtp", rich_help_panel=P, help="MTP speculative decoding with K tokens "
-                   "(K=2 is the common choice; 0 = off).", min=0, max=8)]
+                   "(a bare --mtp means K=2; 0 = off).", min=0, max=8)]
 SpecOpt = Annotated[Optional[str], typer.Option("--speculative-config", rich_help_panel=P,
                     help='vLLM\'s JSON, e.g. \'{"method":"mtp","num_speculative_tokens":2}\'.')]
-SeqsOpt = Annotated[Optional[int], typer.Option("--max-num-seqs", rich_help_panel=P, min=1)]
-BatchOpt = Annotated[Optional[int], typer.Option("--max-num-batched-tokens", rich_help_panel=P, min=1)]
+SeqsOpt = Annotated[Optional[int], typer.Option("--max-num-seqs", rich_help_panel=P, min=1,
+                    help="Default: vLLM's for the GPU (256 below 70 GiB, 1024 above).")]
+BatchOpt = Annotated[Optional[int], typer.Option("--max-num-batched-tokens", rich_help_panel=P, min=1,
+                     help="Default: vLLM's for the GPU (2048 below 70 GiB, 8192 above).")]
 MmlOpt = Annotated[Optional[str], typer.Option("--max-model-len", rich_help_panel=P,
                    help="Context length (32768, 128k), or auto / -1 to let vLLM fit it. Default: the model's maximum.")]
 PcOpt = Annotated[bool, typer.Option("--enable-prefix-caching/--no-enable-prefix-caching", rich_help_panel=P)]
@@ -339,8 +341,10 @@ def fit(records: Annotated[list[str], typer.Argument(help="Probe records (*.json
         from .profiles import read_jsonl
         from .vllm_rules import rules_for
 
-        first = next((r for p in records if p.endswith(".jsonl") for r in read_jsonl(__import__("pathlib").Path(p))
-                      if "inputs" in r), None)
+        from pathlib import Path
+
+        first = next((r for p in records if p.endswith(".jsonl") and Path(p).is_file()
+                      for r in read_jsonl(Path(p)) if "inputs" in r), None)
         version = rules_for(vllm_version or (first or {}).get("vllm_version")).version
         gpu_key = lookup(gpu).key if gpu else (first or {}).get("gpu_key")
         model_ref = model or ((first or {}).get("inputs") or {}).get("model")
