@@ -128,8 +128,10 @@ def predict(d: Deployment, c: Coefficients, w: WeightBytes | None = None) -> Pre
         warnings.append("ngram speculative decoding on a GDN hybrid: rejected draft tokens corrupt the recurrent "
                         "state; use MTP instead (--mtp 2)")
     if not d.enforce_eager and d.compile_cache == "cold":
+        key = (" (in this vLLM a new max_model_len is a new compile-cache key, so each new length boots cold "
+               "once)") if d.rules.compile_key_has_max_model_len else ""
         warnings.append("cold torch.compile cache: the first boot profiles a larger peak; a second boot "
-                        "(--compile-cache warm) gets more KV cache")
+                        f"(--compile-cache warm) gets more KV cache{key}")
     if plan.ceiling and 0 <= plan.ceiling - plan.max_model_len < layout.block_size and not d.auto_fit and not reasons:
         warnings.append(f"max_model_len is within one block ({layout.block_size} tokens) of the ceiling")
     return Prediction(d, b, plan, starts=not reasons, reasons=reasons, warnings=warnings)

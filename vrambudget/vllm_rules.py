@@ -34,6 +34,9 @@ class VllmRules:
     kv_tokens_formula: str
     # Whether the CUDA graph memory estimate is subtracted from the KV budget.
     cudagraph_estimate_in_budget: bool
+    # Whether a new max_model_len is a new torch.compile cache key (its first boot compiles cold).
+    # 0.20.2: measured (the cache directory changes with max_model_len); None: not measured.
+    compile_key_has_max_model_len: bool | None = None
     # Default max_num_batched_tokens / max_num_seqs of `vllm serve` (big: >= 70 GiB, not A100).
     serve_defaults_big: tuple[int, int] = (8192, 1024)
     serve_defaults_small: tuple[int, int] = (2048, 256)
@@ -51,7 +54,7 @@ RULES: dict[str, VllmRules] = {
         version="0.20", description="vLLM 0.20.x (verified on 0.20.2 H200 logs)",
         default_gmu=0.9, hybrid_block_multiple=16, align_block_multiple_hopper=16,
         mamba_mode_default="none", align_hopper_extra_blocks=0, reserved_null_blocks=0,
-        kv_tokens_formula="concurrency", cudagraph_estimate_in_budget=True,
+        kv_tokens_formula="concurrency", cudagraph_estimate_in_budget=True, compile_key_has_max_model_len=True,
     ),
     "0.33": VllmRules(
         version="0.33", description="vLLM 0.33.x, the current release (from its source; not yet "
