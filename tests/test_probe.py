@@ -191,3 +191,13 @@ def test_max_startups_stops_with_a_summary(sim, tmp_path):
     p, _ = prober(tmp_path, deployment(), max_startups=1)
     out = p.bisect()
     assert out["failed"] == "max_startups_reached" and out["startups"] == 1
+
+
+def test_target_mode_steps_down_when_the_prediction_is_conservative(sim, tmp_path):
+    truth = sim(activation_gib=0.05, weights_gib=16.3)  # ~0.7 GiB less than predicted: spare KV memory
+    d = deployment()
+    p, _ = prober(tmp_path, d)
+    out = p.target(131072)
+    g = out["min_gmu"]
+    assert truth_ceiling(truth, d.with_(gmu=g)) >= 131072 > truth_ceiling(truth, d.with_(gmu=round(g - 0.01, 2)))
+    assert out["startups"] <= 4 and out["attempts"][0]["outcome"] == "started"

@@ -12,6 +12,7 @@ A failure right after a cold torch.compile is retried once (first boots profile 
 
 from __future__ import annotations
 
+import math
 import random
 import shlex
 import time
@@ -356,44 +357,40 @@ class Prober:
         append_jsonl_atomic(self.records_path, rec)
 
     def _target(self, tokens: int) -> dict[str, Any]:
-        d = self.d.with_(max_model_len=tokens, auto_fit=False)
-        g = min_gmu_for_context(d, self.c, tokens) or 0.99
+        """Invariant: `ok_g` started and served `tokens`; `bad_g` did not. GMU moves in 0.01 steps, by
+        as many steps as the logged KV memory says are missing (or spare)."""
+        total = self.d.gpu.total_bytes
         need = self.layout.bytes_per_request(tokens) + self.d.rules.reserved_null_blocks * self.layout.bytes_per_block
-        ok_g, bad_g = None, None
-        while True:
-            g = round(min(max(g, 0.01), 0.99), 2)
+        g = min_gmu_for_context(self.d.with_(max_model_len=tokens, auto_fit=False), self.c, tokens) or 0.99
+        ok_g: float | None = None
+        bad_g: float | None = None
+
+        def steps(nbytes: float) -> float:  # GMU change (0.01 steps, at least one) worth `nbytes`
+            return max(1, math.ceil(nbytes / total * 100 - 1e-9)) / 100
+
+        while 0.01 <= g <= 0.99 and (ok_g is None or g < ok_g) and (bad_g is None or g > bad_g):
             att, srv = self.run_startup(g, tokens, "target", keep=self.opts.verify)
+            f = att.facts
             if att.outcome == "started":
+                served = True
                 if srv is not None:
-                    good = self.verify(att, srv)
+                    served = self.verify(att, srv)
                     srv.stop()
                     self._release()
                     self._rewrite_verify(att)
-                    if not good:
-                        bad_g = g
-                        g = round(g + 0.01, 2)
-                        continue
+                if not served:  # starts but does not serve: more memory outside the KV cache
+                    bad_g, g = g, round(g + 0.01, 2)
+                    continue
                 ok_g = g
-                f = att.facts
-                slack = (f.available_kv_gib * GiB - need) if f.available_kv_gib is not None else 0
-                step = max(0.01, int(slack / self.d.gpu.total_bytes * 100) / 100)
-                if bad_g is not None and round(g - 0.01, 2) <= bad_g:
-                    break
-                g = round(g - step, 2)
-                if g <= 0:
-                    break
+                slack = f.available_kv_gib * GiB - need if f.available_kv_gib is not None else 0.0
+                g = round(g - (steps(slack) if slack > 0.01 * total else 0.01), 2)
             elif att.outcome == "kv_too_small":
                 bad_g = g
-                f = att.facts
-                short = (f.needed_kv_gib - f.available_kv_gib) * GiB if f.needed_kv_gib and f.available_kv_gib is not None \
-                    else 0.01 * self.d.gpu.total_bytes
-                g = round(g + max(0.01, -(-int(short / self.d.gpu.total_bytes * 1000) // 10) / 100), 2)
-                if ok_g is not None and g >= ok_g:
-                    break
-                if g > 0.99:
-                    break
+                short = (f.needed_kv_gib - f.available_kv_gib) * GiB \
+                    if f.needed_kv_gib is not None and f.available_kv_gib is not None else 0.0
+                g = round(g + steps(short), 2)
             else:
-                return self._summary("target", failed=att)
+                return self._summary("target", failed=att, tokens=tokens)
         return self._summary("target", min_gmu=ok_g, tokens=tokens)
 
     def _summary(self, mode: str, **kw: Any) -> dict[str, Any]:
