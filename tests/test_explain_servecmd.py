@@ -110,3 +110,12 @@ def test_ngram_on_hybrid_warns_and_awq_profile_needs_a_checkpoint():
     r = runner.invoke(app, ["serve-cmd", "--gpu", "4060ti", "--checkpoint", "/models/Qwen3.5-9B-AWQ", "--mtp", "2",
                             "--max-num-seqs", "8", "--kv-cache-dtype", "fp8"])
     assert r.exit_code == 0 and "cold torch.compile" in r.stderr
+
+
+def test_serve_cmd_out_never_replaces_a_file_silently(tmp_path):
+    target = tmp_path / "vllm.service"
+    target.write_text("mine")
+    args = SERVE + ["--format", "systemd", "--out", str(target)]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 2 and "--force" in r.output and target.read_text() == "mine"
+    assert runner.invoke(app, args + ["--force"]).exit_code == 0 and "ExecStart=" in target.read_text()

@@ -201,3 +201,13 @@ def test_target_mode_steps_down_when_the_prediction_is_conservative(sim, tmp_pat
     g = out["min_gmu"]
     assert truth_ceiling(truth, d.with_(gmu=g)) >= 131072 > truth_ceiling(truth, d.with_(gmu=round(g - 0.01, 2)))
     assert out["startups"] <= 4 and out["attempts"][0]["outcome"] == "started"
+
+
+def test_a_reused_runs_dir_keeps_every_earlier_log_and_record(sim, tmp_path):
+    sim()
+    for _ in range(2):
+        p, _ = prober(tmp_path, deployment(), verify=False)
+        p.bisect()
+    logs = sorted((tmp_path / "runs").glob("startup-*.log"))
+    recs = read_jsonl(tmp_path / "runs" / "records.jsonl")
+    assert len(logs) == len(recs) == len({r["log"] for r in recs}) >= 4

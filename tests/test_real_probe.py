@@ -130,3 +130,21 @@ def test_refit_on_every_real_record_stays_within_0_05_gib():
     res = fit(samples, coefficients.load("0.20"))
     assert len(res.after) == 5 and max(abs(e) for _, e in res.after) <= 0.05
     assert {"cold_compile_per_token_hidden_bytes", "warm_compile_extra_bytes"} <= set(res.changed)
+
+
+def test_a_second_fit_keeps_the_first_and_a_copy(tmp_path):
+    from typer.testing import CliRunner
+
+    from vrambudget.cli import app
+
+    out = tmp_path / "profile.json"
+    r1 = CliRunner().invoke(app, ["fit", str(RUNS / "p9b" / "records.jsonl"), "--gpu", "h200", "--out", str(out)])
+    assert r1.exit_code == 0, r1.output
+    first = json.loads(out.read_text())
+    r2 = CliRunner().invoke(app, ["fit", str(RUNS / "g3" / "records.jsonl"), "--gpu", "h200", "--out", str(out)])
+    assert r2.exit_code == 0, r2.output
+    second = json.loads(out.read_text())
+    assert "non_torch_eager_bytes" in first["coefficients"]  # only the eager run measures it
+    assert second["coefficients"]["non_torch_eager_bytes"] == first["coefficients"]["non_torch_eager_bytes"]
+    assert "warm_compile_extra_bytes" in second["coefficients"] and len(second["fitted_from"]) == 2
+    assert json.loads((tmp_path / "profile.previous.json").read_text()) == first

@@ -313,7 +313,16 @@ def _fit_and_write(paths, version, gpu_key, model_ref, out, quiet=False) -> dict
     base = cf.load(version, gpu_key, model_ref)
     res = run_fit(samples, base)
     dest = Path(out) if out else cf.fitted_profile_path(gpu_key or "any", model_ref, version)
-    write_json_atomic(dest, profile_json(res, version, gpu_key, model_ref, [str(p) for p in paths]))
+    data = profile_json(res, version, gpu_key, model_ref, [str(p) for p in paths])
+    if dest.is_file():  # keep what an earlier fit learnt and this one did not refit, and a copy of it
+        from .profiles import read_json
+
+        old = read_json(dest)
+        write_json_atomic(dest.with_name(dest.stem + ".previous.json"), old)
+        data["coefficients"] = {**old.get("coefficients", {}), **data["coefficients"]}
+        data["fitted_from"] = old.get("fitted_from", []) + [f for f in data["fitted_from"]
+                                                            if f not in old.get("fitted_from", [])]
+    write_json_atomic(dest, data)
     worst = lambda errs: max((abs(e) for _, e in errs), default=0.0)  # noqa: E731
     if not quiet:
         from tabulate import tabulate
@@ -415,6 +424,7 @@ def serve_cmd(model: ModelOpt = None, gpu: GpuOpt = None, gpu_memory: GpuMemOpt 
               served_model_name: Annotated[Optional[str], typer.Option("--served-model-name")] = None,
               user: Annotated[Optional[str], typer.Option("--user", help="systemd: run as this user.")] = None,
               out: Annotated[Optional[str], typer.Option("--out", help="Write to this file instead of stdout.")] = None,
+              force: Annotated[bool, typer.Option("--force", help="Replace --out if it exists.")] = False,
               ) -> None:
     """Print the `vllm serve` command for a configuration (max_model_len: the predicted ceiling or
     --margin below it) as a shell line, a systemd unit, a docker compose service or JSON."""
@@ -452,6 +462,8 @@ def serve_cmd(model: ModelOpt = None, gpu: GpuOpt = None, gpu_memory: GpuMemOpt 
         if out:
             from .profiles import write_text_atomic
 
+            if Path(out).exists() and not force:
+                raise UserError(f"{out} exists; pass --force to replace it")
             write_text_atomic(Path(out), text)
         else:
             sys.stdout.write(text)

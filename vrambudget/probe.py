@@ -126,6 +126,7 @@ class Prober:
         self.layout = layout_for(d)
         self.block = self.layout.block_size
         self._baseline: int | None = None
+        self._earlier_logs = len(list(opts.runs_dir.glob("startup-*.log")))  # a runs dir used before
 
     # -- one startup -------------------------------------------------------------------------
     def _preflight(self) -> int:
@@ -144,7 +145,7 @@ class Prober:
         if n > self.opts.max_startups:
             raise _Exhausted()
         self._baseline = self.gpu.used_bytes()
-        log = self.opts.runs_dir / f"startup-{n:02d}.log"
+        log = self.opts.runs_dir / f"startup-{n + self._earlier_logs:02d}.log"  # never overwrite a log
         cmd = self.opts.vllm_cmd + serve_args(self.d, gmu, mml, dummy=self.opts.dummy_weights, port=port,
                                               extra=self.opts.extra_args)
         srv = ServerProcess(cmd, log, port, env={"VLLM_LOGGING_LEVEL": "DEBUG", "PYTHONUNBUFFERED": "1"})
