@@ -140,9 +140,11 @@ def weights_from_tensors(tensors: Iterable[TensorInfo], arch: ModelArch, *, tp: 
     db = dtype_bytes(arch.dtype)
     total = {"model": 0, "mtp": 0, "vision": 0}
     for t in tensors:
-        size = t.numel * (db if t.dtype in _FLOAT else _ST_DTYPE.get(t.dtype, 1))
+        keeps_dtype = t.dtype not in _FLOAT or "scale" in t.name.rsplit(".", 1)[-1]  # quant scales stay as stored
+        size = t.numel * (_ST_DTYPE.get(t.dtype, 1) if keeps_dtype else db)
         if t.dtype == "F4":
             size = t.numel // 2
+        # tensor parallelism shards the large matrices; norms, biases and scales of small size are replicated
         total[_part(t.name)] += size // tp if t.numel > 1_000_000 else size
     if not total["model"]:
         raise UserError("the safetensors headers list no language-model tensors")
