@@ -109,13 +109,10 @@ def test_every_bundled_model_predicts_on_h200():
 
 
 def test_gpu_auto_without_a_driver_is_one_line(monkeypatch):
-    import vrambudget.gpus as g
-
     class NoDriver:
         def nvmlInit(self):
             raise RuntimeError("NVML Shared Library Not Found")
 
     monkeypatch.setitem(__import__("sys").modules, "pynvml", NoDriver())
-    g.catalog.cache_clear()
     r = run("predict", "--gpu", "auto")
     assert r.exit_code == 2 and "NVML" in r.output and r.output.count("\n") == 1

@@ -7,6 +7,7 @@ import json
 import os
 import struct
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -40,7 +41,9 @@ class ModelSource:
     tensors: tuple[TensorInfo, ...] = ()
 
 
+@lru_cache(maxsize=1)
 def bundled_models() -> dict[str, dict[str, Any]]:
+    """Bundled model profiles by name (read once; callers must not modify them)."""
     out = {}
     for p in sorted((bundled_dir() / "models").glob("*.json")):
         data = read_json(p)

@@ -41,6 +41,7 @@ def catalog() -> dict[str, GPU]:
             for k, v in data.items()}
 
 
+@lru_cache(maxsize=1)
 def _aliases() -> dict[str, str]:
     data = read_json(bundled_dir() / "gpus.json")["gpus"]
     out: dict[str, str] = {}
