@@ -124,13 +124,13 @@ def predict(model: ModelOpt = None, gpu: GpuOpt = None, gpu_memory: GpuMemOpt = 
                 raise UserError(f"{tokens:,} tokens do not start at any GMU on {d.gpu.name} with these flags")
             else:
                 typer.echo(f"smallest GMU for max_model_len {tokens:,}: {g:.2f}")
-                typer.echo(prediction_text(run(d.with_(gmu=g, max_model_len=tokens, auto_fit=False), c), c))
+                typer.echo(prediction_text(run(d.with_(gmu=g, max_model_len=tokens, auto_fit=False), c)))
             return
         p = run(d, c)
         if json_out:
             emit_json(p.to_json())
         else:
-            typer.echo(prediction_text(p, c))
+            typer.echo(prediction_text(p))
         if plot:
             _plot_budget(d, c, p, plot)
         if cannot_start_at_all(p):
@@ -140,15 +140,13 @@ def predict(model: ModelOpt = None, gpu: GpuOpt = None, gpu_memory: GpuMemOpt = 
 
 
 def _kv_only(d, available_kv_gib: float, json_out: bool) -> None:
-    from .planner import plan_kv
+    from .planner import plan_startup
     from .predict import layout_for
     from .units import GiB
 
     lay = layout_for(d)
     avail = int(round(available_kv_gib * GiB))
-    probe = plan_kv(lay, avail, d.max_model_len, d.rules)
-    mml = min(probe.ceiling, d.max_model_len) if d.auto_fit else d.max_model_len
-    p = plan_kv(lay, avail, max(1, mml), d.rules)
+    p = plan_startup(lay, avail, d.max_model_len, d.auto_fit, d.rules)
     out = {"available_kv_bytes": avail, "block_size": lay.block_size, "padding_layers": lay.padding_layers,
            "padding_warnings": lay.padding_warnings, "num_blocks": p.num_blocks, "max_model_len": p.max_model_len,
            "kv_cache_tokens": p.kv_cache_tokens, "max_concurrency": round(p.max_concurrency, 4),

@@ -89,7 +89,7 @@ class Deployment:
         return json.dumps({"method": self.speculative_method, "num_speculative_tokens": self.spec_tokens},
                           separators=(",", ":"))
 
-    def serve_flags(self, max_model_len: int | str) -> list[str]:
+    def serve_flags(self, max_model_len: int) -> list[str]:
         """The `vllm serve` flags (vLLM's own names) that reproduce this deployment; the
         speculative-config JSON is one argument. The model argument is not included."""
         args = ["--gpu-memory-utilization", f"{self.gmu:.2f}", "--max-model-len", str(max_model_len),

@@ -142,6 +142,21 @@ def ceiling_tokens(layout: KVLayout, check_bytes: int) -> int:
     return lo
 
 
+def reserved_bytes(layout: KVLayout, rules: VllmRules) -> int:
+    """KV memory the version keeps back from the ceiling check (0.33: one null block)."""
+    return rules.reserved_null_blocks * layout.bytes_per_block
+
+
+def kv_needed_bytes(layout: KVLayout, tokens: int, rules: VllmRules) -> int:
+    """KV memory a max_model_len of `tokens` needs to start (one request, plus what is kept back)."""
+    return layout.bytes_per_request(tokens) + reserved_bytes(layout, rules)
+
+
+def ceiling_for(layout: KVLayout, available_bytes: int, rules: VllmRules) -> int:
+    """Longest max_model_len (tokens) that `available_bytes` of KV memory starts."""
+    return ceiling_tokens(layout, available_bytes - reserved_bytes(layout, rules))
+
+
 def plan_kv(layout: KVLayout, available_bytes: int, max_model_len: int, rules: VllmRules) -> KVPlan:
     """Number of blocks, capacity and ceiling for `available_bytes` of KV memory."""
     num_blocks = max(0, available_bytes) // layout.bytes_per_block
@@ -151,7 +166,15 @@ def plan_kv(layout: KVLayout, available_bytes: int, max_model_len: int, rules: V
         tokens = num_blocks // layout.num_groups * layout.block_size
     else:
         tokens = int(concurrency * max_model_len)
-    check = available_bytes - rules.reserved_null_blocks * layout.bytes_per_block
-    ceiling = ceiling_tokens(layout, check)
+    ceiling = ceiling_for(layout, available_bytes, rules)
     return KVPlan(layout, available_bytes, max_model_len, num_blocks, per_req, concurrency, tokens,
                   ceiling, fits=ceiling >= max_model_len)
+
+
+def plan_startup(layout: KVLayout, available_bytes: int, max_model_len: int, auto_fit: bool,
+                 rules: VllmRules) -> KVPlan:
+    """The plan vLLM logs at startup: with auto-fit (--max-model-len -1) the length is first lowered
+    to the ceiling, and the KV cache tokens and concurrency are for that length."""
+    plan = plan_kv(layout, available_bytes, max_model_len, rules)
+    fitted = min(plan.ceiling, max_model_len) if auto_fit else max_model_len
+    return plan if fitted == max_model_len else plan_kv(layout, available_bytes, max(fitted, 1), rules)

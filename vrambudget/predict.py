@@ -10,7 +10,7 @@ from typing import Any
 from .budget import Budget, budget, weight_bytes
 from .coefficients import Coefficients
 from .deployment import Deployment
-from .planner import KVLayout, KVPlan, build_layout, plan_kv
+from .planner import KVLayout, KVPlan, build_layout, kv_needed_bytes, plan_startup
 from .units import GiB
 from .weights import WeightBytes
 
@@ -94,12 +94,9 @@ def predict(d: Deployment, c: Coefficients, w: WeightBytes | None = None) -> Pre
     b = budget(d, c, w)
     layout = layout_for(d)
     avail = b.available_kv_bytes
-    probe = plan_kv(layout, avail, d.max_model_len, d.rules)
-    mml = min(probe.ceiling, d.max_model_len) if d.auto_fit else d.max_model_len  # vLLM's auto-fit
-    plan = probe if mml == d.max_model_len else plan_kv(layout, avail, max(mml, 1), d.rules)
+    plan = plan_startup(layout, avail, d.max_model_len, d.auto_fit, d.rules)
     reasons: list[str] = []
     warnings: list[str] = []
-    reserve = d.rules.reserved_null_blocks * layout.bytes_per_block
     if not b.startup_memory_ok:
         reasons.append(
             f"free memory at start ({_gib(b.free_at_start_bytes)} of {_gib(d.gpu.total_bytes)}) is less than "
@@ -109,11 +106,11 @@ def predict(d: Deployment, c: Coefficients, w: WeightBytes | None = None) -> Pre
         reasons.append(f"weights and activations need {_gib(b.non_kv_bytes)}, the GMU {d.gmu:.2f} budget is "
                        f"{_gib(b.requested_bytes)}: over by {_gib(-avail)}, no memory left for the KV cache")
     elif plan.ceiling == 0:
-        need = layout.bytes_per_request(1) + reserve
+        need = kv_needed_bytes(layout, 1, d.rules)
         reasons.append(f"not even one token fits: one request needs {_gib(need)} of KV cache, "
                        f"{_gib(avail)} is available")
     elif not d.auto_fit and plan.ceiling < d.max_model_len:
-        need = layout.bytes_per_request(d.max_model_len) + reserve
+        need = kv_needed_bytes(layout, d.max_model_len, d.rules)
         g = min_gmu_for_bytes(d, b.non_kv_bytes, need)
         hint = f"raise GMU to {g:.2f}" if g else "even GMU 1.00 is not enough"
         what = "max_model_len" if d.max_model_len_given else "vLLM's default max_model_len (the model's maximum)"
@@ -149,7 +146,7 @@ def min_gmu_for_context(d: Deployment, c: Coefficients, tokens: int, w: WeightBy
     d = d.with_(max_model_len=tokens, auto_fit=False)
     b = budget(d, c, w)
     layout = layout_for(d)
-    need = layout.bytes_per_request(tokens) + d.rules.reserved_null_blocks * layout.bytes_per_block
+    need = kv_needed_bytes(layout, tokens, d.rules)
     g = min_gmu_for_bytes(d, b.non_kv_bytes, need)
     if g is None:
         return None

@@ -27,7 +27,7 @@ from .coefficients import Coefficients
 from .deployment import Deployment
 from .errors import UserError
 from .logparse import LogFacts, parse_log
-from .planner import ceiling_tokens
+from .planner import ceiling_for, kv_needed_bytes
 from .predict import layout_for, min_gmu_for_context, predict
 from .procs import GpuWatch, ServerProcess, free_port, port_in_use
 from .profiles import append_jsonl_atomic
@@ -78,7 +78,7 @@ def model_arg(d: Deployment) -> str:
     return hf_id
 
 
-def serve_args(d: Deployment, gmu: float, max_model_len: int | str, *, dummy: bool, port: int | None,
+def serve_args(d: Deployment, gmu: float, max_model_len: int, *, dummy: bool, port: int | None,
                extra: list[str]) -> list[str]:
     """vLLM flags for one startup (vLLM's own names; JSON given as one argument)."""
     args = [model_arg(d), *d.with_(gmu=gmu).serve_flags(max_model_len)]
@@ -139,7 +139,7 @@ class Prober:
                             "pass --allow-shared-gpu (their memory then counts against the budget)")
         return port
 
-    def startup(self, gmu: float, mml: int | str, *, keep: bool = False) -> tuple[Attempt, ServerProcess | None]:
+    def startup(self, gmu: float, mml: int, *, keep: bool = False) -> tuple[Attempt, ServerProcess | None]:
         port = self._preflight()
         n = len(self.attempts) + 1
         if n > self.opts.max_startups:
@@ -149,7 +149,7 @@ class Prober:
         cmd = self.opts.vllm_cmd + serve_args(self.d, gmu, mml, dummy=self.opts.dummy_weights, port=port,
                                               extra=self.opts.extra_args)
         srv = ServerProcess(cmd, log, port, env={"VLLM_LOGGING_LEVEL": "DEBUG", "PYTHONUNBUFFERED": "1"})
-        label = f"[{n}] max_model_len {mml:,}" if isinstance(mml, int) else f"[{n}] max_model_len {mml}"
+        label = f"[{n}] max_model_len {mml:,}"
         self.report(f"{label} @ GMU {gmu:.2f}: starting ({shlex.join(cmd[:3])} ...)")
         srv.start()
         next_tick = [60.0]
@@ -168,8 +168,7 @@ class Prober:
             outcome = "timed_out"
         else:
             outcome = facts.outcome if facts.outcome not in ("started", "unknown", "incomplete") else "crashed"
-        att = Attempt(n, gmu, mml if isinstance(mml, int) else (facts.max_model_len or 0), outcome,
-                      round(res.seconds, 1), facts, log)
+        att = Attempt(n, gmu, mml, outcome, round(res.seconds, 1), facts, log)
         self.report(f"{label} @ GMU {gmu:.2f}: {outcome} ({res.seconds:.0f} s)" + self._detail(facts))
         if outcome == "started" and keep:
             return att, srv
@@ -212,7 +211,7 @@ class Prober:
         }
         append_jsonl_atomic(self.records_path, rec)
 
-    def run_startup(self, gmu: float, mml: int | str, mode: str, keep: bool = False) -> tuple[Attempt, ServerProcess | None]:
+    def run_startup(self, gmu: float, mml: int, mode: str, keep: bool = False) -> tuple[Attempt, ServerProcess | None]:
         """A startup, recorded. A failure right after a cold torch.compile (the first boot of a new
         compile-cache key profiles a larger peak) gets one recorded retry, which boots warm."""
         att, srv = self.startup(gmu, mml, keep=keep)
@@ -266,12 +265,11 @@ class Prober:
         profiling peak (from the coefficients) more KV memory: that warm ceiling is returned."""
         if f.available_kv_gib is None:
             return None
-        reserve = self.d.rules.reserved_null_blocks * self.layout.bytes_per_block
         gap = 0.0
         if f.compile == "cold" and not self.d.enforce_eager:
             feats = features(self.d)
             gap = compile_extra(feats, self.c) - compile_extra(replace(feats, compile_cache="warm"), self.c)
-        c = ceiling_tokens(self.layout, round(f.available_kv_gib * GiB + gap) - reserve)
+        c = ceiling_for(self.layout, round(f.available_kv_gib * GiB + gap), self.d.rules)
         return min(c, self.d.model.arch.max_position_embeddings)
 
     def bisect(self) -> dict[str, Any]:
@@ -361,7 +359,7 @@ class Prober:
         """Invariant: `ok_g` started and served `tokens`; `bad_g` did not. GMU moves in 0.01 steps, by
         as many steps as the logged KV memory says are missing (or spare)."""
         total = self.d.gpu.total_bytes
-        need = self.layout.bytes_per_request(tokens) + self.d.rules.reserved_null_blocks * self.layout.bytes_per_block
+        need = kv_needed_bytes(self.layout, tokens, self.d.rules)
         g = min_gmu_for_context(self.d.with_(max_model_len=tokens, auto_fit=False), self.c, tokens) or 0.99
         ok_g: float | None = None
         bad_g: float | None = None

@@ -6,7 +6,6 @@ from typing import Any
 
 from tabulate import tabulate
 
-from .coefficients import Coefficients
 from .predict import Prediction
 from .units import GiB, MiB
 
@@ -27,7 +26,7 @@ def header(p: Prediction) -> str:
             + (" | language model only" if a.is_multimodal and d.language_model_only else ""))
 
 
-def budget_table(p: Prediction, c: Coefficients) -> str:
+def budget_table(p: Prediction) -> str:
     b, d = p.budget, p.deployment
     q = d.model.arch.quantization
     wsrc = ("safetensors headers (exact)" if b.weights_source == "safetensors" else
@@ -71,8 +70,8 @@ def plan_table(p: Prediction) -> str:
     return tabulate(rows, headers=["KV plan", "value", "how"], tablefmt="simple", disable_numparse=True)
 
 
-def prediction_text(p: Prediction, c: Coefficients) -> str:
-    parts = [header(p), "", budget_table(p, c), "", plan_table(p), ""]
+def prediction_text(p: Prediction) -> str:
+    parts = [header(p), "", budget_table(p), "", plan_table(p), ""]
     if p.starts:
         parts.append(f"STARTS: max_model_len {p.max_model_len:,} fits; the ceiling at GMU {p.deployment.gmu:.2f} "
                      f"is {p.ceiling:,} tokens.")
