@@ -18,7 +18,7 @@ def header(p: Prediction) -> str:
     d = p.deployment
     a = d.model.arch
     mode = "eager" if d.enforce_eager else f"CUDA graphs ({d.compile_cache} compile cache)"
-    mtp = f"{d.speculative_method} {d.spec_tokens} tokens" if d.spec_tokens else "no speculative decoding"
+    mtp = f"{d.speculative_method.upper()} {d.spec_tokens} tokens" if d.spec_tokens else "no speculative decoding"
     return (f"{d.model.ref} ({d.model.description}) on {d.gpu.name} ({d.gpu.total_gib:.2f} GiB as CUDA reports it)\n"
             f"vLLM {d.rules.version} | GMU {d.gmu:.2f} | KV {d.kv_cache_dtype} | {mode} | {mtp} | "
             f"max_num_seqs {d.max_num_seqs} | max_num_batched_tokens {d.max_num_batched_tokens} | TP {d.tp}"
