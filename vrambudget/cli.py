@@ -246,6 +246,15 @@ def probe(model: ModelOpt = None, gpu: GpuOpt = "auto", gpu_memory: GpuMemOpt = 
                                                "about that many prompt tokens.")] = True,
           allow_shared_gpu: Annotated[bool, typer.Option("--allow-shared-gpu")] = False,
           max_startups: Annotated[int, typer.Option("--max-startups", min=1)] = 8,
+          simulate_gpu: Annotated[Optional[str], typer.Option("--simulate-gpu", help="Measure a smaller card from the "
+                                  "catalog on this bigger GPU: a helper process holds memory so vLLM sees that card's "
+                                  "free memory and budget.")] = None,
+          free_memory: Annotated[Optional[str], typer.Option("--free-memory", help="With --simulate-gpu or "
+                                 "--gpu-memory: the free memory vLLM should see at start (default: the card's total "
+                                 "less its CUDA context).")] = None,
+          turn_tokens: Annotated[int, typer.Option("--turn-tokens", min=0, help="Verify also with a multi-turn "
+                                 "session whose context grows by this many tokens a turn (0: off).")] = 0,
+          max_turns: Annotated[int, typer.Option("--max-turns", min=1, help="Turns of the multi-turn verify.")] = 12,
           refit: Annotated[bool, typer.Option("--fit/--no-fit", help="Refit coefficients at the end.")] = True,
           json_out: JsonOpt = False) -> None:
     """Find the real ceiling with real `vllm serve` startups, verify it, record every startup, refit."""
@@ -259,14 +268,17 @@ def probe(model: ModelOpt = None, gpu: GpuOpt = "auto", gpu_memory: GpuMemOpt = 
         from .profiles import user_dir
         from .units import parse_tokens
 
-        d, c = build(model, gpu, gpu_memory, gmu, kv_cache_dtype, enforce_eager, mtp, speculative_config,
-                     max_num_seqs, max_num_batched_tokens, None, enable_prefix_caching, tensor_parallel_size,
-                     compile_cache, language_model_only, vllm_version, None)
+        sim = simulate_gpu or (gpu_memory if free_memory else None)
+        d, c = build(model, simulate_gpu or (None if gpu_memory else gpu), gpu_memory, gmu, kv_cache_dtype,
+                     enforce_eager, mtp, speculative_config, max_num_seqs, max_num_batched_tokens, None,
+                     enable_prefix_caching, tensor_parallel_size, compile_cache, language_model_only, vllm_version, None)
+        sim_opts = _simulation(d, free_memory) if sim else {}
         rd = Path(runs_dir) if runs_dir else user_dir() / "runs" / _t.strftime("%Y%m%d-%H%M%S")
         rd.mkdir(parents=True, exist_ok=True)
         opts = ProbeOptions(vllm_cmd=shlex.split(vllm_cmd), port=port, dummy_weights=dummy_weights,
                             startup_timeout=startup_timeout, extra_args=shlex.split(extra_args), runs_dir=rd,
-                            verify=verify, allow_shared_gpu=allow_shared_gpu, max_startups=max_startups)
+                            verify=verify, allow_shared_gpu=allow_shared_gpu, max_startups=max_startups,
+                            turn_tokens=turn_tokens, max_turns=max_turns, **sim_opts)
         prober = Prober(d, c, opts, report=lambda line: typer.echo(line, err=json_out))
         summary = prober.target(parse_tokens(target_context)) if target_context else prober.bisect()
         if refit and prober.records_path.exists():
@@ -280,6 +292,21 @@ def probe(model: ModelOpt = None, gpu: GpuOpt = "auto", gpu_memory: GpuMemOpt = 
             raise typer.Exit(1)
 
     run_safely(go)
+
+
+def _simulation(d, free_memory: str | None) -> dict:
+    """ProbeOptions for measuring the card `d.gpu` on the local, bigger GPU (read through NVML)."""
+    from .gpufacts import cuda_context
+    from .gpus import detect
+    from .units import parse_size
+
+    real = detect()
+    if real.total_bytes <= d.gpu.total_bytes:
+        raise UserError(f"--simulate-gpu needs a bigger GPU than {d.gpu.name} ({d.gpu.total_gib:.2f} GiB); "
+                        f"this one is {real.name} ({real.total_gib:.2f} GiB)")
+    free = parse_size(free_memory) if free_memory else d.gpu.total_bytes - cuda_context(d.gpu).value
+    return {"simulate_free_bytes": free, "real_total_bytes": real.total_bytes,
+            "real_context_bytes": cuda_context(real).value}
 
 
 def _print_probe_summary(s: dict) -> None:

@@ -19,6 +19,9 @@ class GPU:
     compute_capability: str
     source: str
     used_bytes: int = 0  # memory other processes hold now (only known with --gpu auto)
+    sms: int | None = None  # streaming multiprocessors (None: unknown, e.g. --gpu-memory)
+    architecture: str = "unknown"  # ampere | ada | hopper | blackwell (12.x) | blackwell-dc (10.x)
+    free_bytes: int | None = None  # free memory now, read through NVML (--gpu auto only)
 
     @property
     def is_hopper(self) -> bool:
@@ -27,6 +30,17 @@ class GPU:
     @property
     def total_gib(self) -> float:
         return self.total_bytes / GiB
+
+    @property
+    def measured(self) -> bool:
+        """Total memory measured as CUDA reports it (else PyTorch's public figure or an estimate)."""
+        return self.source.startswith("measured")
+
+
+def architecture_of(compute_capability: str) -> str:
+    major, _, minor = compute_capability.partition(".")
+    return {"8": "ada" if minor == "9" else "ampere", "9": "hopper", "10": "blackwell-dc",
+            "12": "blackwell"}.get(major, "unknown")
 
 
 def _norm(name: str) -> str:
@@ -37,7 +51,8 @@ def _norm(name: str) -> str:
 @lru_cache(maxsize=1)
 def catalog() -> dict[str, GPU]:
     data = read_json(bundled_dir() / "gpus.json")["gpus"]
-    return {k: GPU(k, v["name"], int(v["total_bytes"]), str(v["compute_capability"]), v["source"])
+    return {k: GPU(k, v["name"], int(v["total_bytes"]), str(v["compute_capability"]), v["source"],
+                   sms=v.get("sms"), architecture=v.get("architecture") or architecture_of(str(v["compute_capability"])))
             for k, v in data.items()}
 
 
@@ -65,7 +80,7 @@ def from_memory(total_bytes: int, compute_capability: str = "8.9") -> GPU:
     if total_bytes < GiB:
         raise UserError(f"--gpu-memory {total_bytes} bytes is less than 1 GiB; write it like 23.5GiB")
     return GPU("custom", f"custom GPU ({total_bytes / GiB:.2f} GiB)", total_bytes, compute_capability,
-               "--gpu-memory as given")
+               "--gpu-memory as given", architecture=architecture_of(compute_capability))
 
 
 def detect(index: int = 0) -> GPU:
@@ -85,17 +100,29 @@ def detect(index: int = 0) -> GPU:
         name = name.decode() if isinstance(name, bytes) else name
         mem = pynvml.nvmlDeviceGetMemoryInfo(h)
         major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(h)
+        try:
+            sms = int(pynvml.nvmlDeviceGetNumGpuCores(h)) // _cores_per_sm(major, minor)
+        except Exception:  # older drivers: no core count; the catalog's SM count is used if known
+            sms = None
     finally:
         pynvml.nvmlShutdown()
     key, total, source = "auto", int(mem.total), "NVML total of the local GPU (nvidia-smi's, above CUDA's)"
     try:
         known = lookup(name)
         key = known.key  # fitted profiles are filed under the catalog name
-        if known.source.startswith("measured"):
+        sms = sms or known.sms
+        if known.measured:
             total, source = known.total_bytes, known.source
     except UserError:
         pass
-    return GPU(key, name, total, f"{major}.{minor}", source, used_bytes=int(mem.used))
+    cc = f"{major}.{minor}"
+    return GPU(key, name, total, cc, source, used_bytes=int(mem.used), sms=sms, architecture=architecture_of(cc),
+               free_bytes=int(mem.free))
+
+
+def _cores_per_sm(major: int, minor: int) -> int:
+    """CUDA cores per SM (NVIDIA's CUDA programming guide, arithmetic instructions table)."""
+    return 64 if (major, minor) == (8, 0) else 128
 
 
 def resolve(gpu: str | None, gpu_memory: str | None) -> GPU:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import random
 import shlex
+import sys
 import time
 import urllib.error
 from dataclasses import asdict, dataclass, field, replace
@@ -29,7 +30,7 @@ from .errors import UserError
 from .logparse import LogFacts, parse_log
 from .planner import ceiling_for, kv_needed_bytes
 from .predict import layout_for, min_gmu_for_context, predict
-from .procs import GpuWatch, ServerProcess, free_port, port_in_use
+from .procs import GpuWatch, MemoryBlocker, ServerProcess, free_port, port_in_use
 from .profiles import append_jsonl_atomic
 from .units import GiB
 
@@ -49,6 +50,15 @@ class ProbeOptions:
     allow_shared_gpu: bool = False
     max_startups: int = 8
     request_timeout: float = 1800.0
+    # --simulate-gpu / --free-memory: a blocker holds memory so vLLM sees this much free at start
+    simulate_free_bytes: int | None = None
+    real_total_bytes: int | None = None  # the real GPU's CUDA total (vLLM's GMU is a share of it)
+    real_context_bytes: int = 0  # what vLLM's own CUDA context takes on the real GPU
+    blocker_cmd: list[str] = field(default_factory=lambda: [sys.executable, "-m", "vrambudget.blocker"])
+    # multi-turn verify: each turn adds this many prompt tokens to the conversation (0 = off)
+    turn_tokens: int = 0
+    max_turns: int = 12
+    multi_turn_seconds: float = 900.0
 
 
 @dataclass
@@ -78,10 +88,19 @@ def model_arg(d: Deployment) -> str:
     return hf_id
 
 
+def simulated_gmu(card_total: int, gmu: float, real_total: int) -> str:
+    """The GMU to pass on the real GPU so that vLLM's budget ceil(real_total x g) equals the simulated
+    card's ceil(card_total x gmu) (to a few bytes), as vLLM parses it (a float)."""
+    return repr(math.ceil(card_total * gmu) / real_total)
+
+
 def serve_args(d: Deployment, gmu: float, max_model_len: int, *, dummy: bool, port: int | None,
-               extra: list[str]) -> list[str]:
-    """vLLM flags for one startup (vLLM's own names; JSON given as one argument)."""
+               extra: list[str], real_total: int | None = None) -> list[str]:
+    """vLLM flags for one startup (vLLM's own names; JSON given as one argument). With `real_total`
+    (a simulated card), the GMU is rewritten so vLLM's budget is the simulated card's."""
     args = [model_arg(d), *d.with_(gmu=gmu).serve_flags(max_model_len)]
+    if real_total:
+        args[args.index("--gpu-memory-utilization") + 1] = simulated_gmu(d.gpu.total_bytes, gmu, real_total)
     if port is not None:
         args += ["--port", str(port)]
     if dummy:
@@ -127,13 +146,33 @@ class Prober:
         self.block = self.layout.block_size
         self._baseline: int | None = None
         self._earlier_logs = len(list(opts.runs_dir.glob("startup-*.log")))  # a runs dir used before
+        self.blocker: MemoryBlocker | None = None
+
+    # -- a smaller card on a bigger GPU ------------------------------------------------------
+    def simulate(self) -> None:
+        """Start the blocker so that vLLM's first snapshot sees `simulate_free_bytes` free: it must
+        also leave room for vLLM's own CUDA context on the real GPU."""
+        o = self.opts
+        if o.simulate_free_bytes is None:
+            return
+        target = o.simulate_free_bytes + o.real_context_bytes
+        self.blocker = MemoryBlocker(target, o.blocker_cmd)
+        free = self.blocker.start()
+        self.report(f"simulating {self.d.gpu.name}: a blocker (pid {self.blocker.pid}) holds the GPU down to "
+                    f"{free / GiB:.2f} GiB free; vLLM's context takes ~{o.real_context_bytes / GiB:.2f} GiB of it, "
+                    f"leaving {o.simulate_free_bytes / GiB:.2f} GiB as on that card")
+
+    def close(self) -> None:
+        if self.blocker is not None:
+            self.blocker.stop()
+            self.blocker = None
 
     # -- one startup -------------------------------------------------------------------------
     def _preflight(self) -> int:
         port = self.opts.port or free_port()
         if port_in_use(port):
             raise UserError(f"port {port} is in use; pick another with --port (or leave it out for a free one)")
-        others = self.gpu.other_processes()
+        others = self.gpu.other_processes({self.blocker.pid} if self.blocker and self.blocker.pid else set())
         if others and not self.opts.allow_shared_gpu:
             raise UserError(f"other processes hold the GPU (pids {', '.join(map(str, others))}); stop them or "
                             "pass --allow-shared-gpu (their memory then counts against the budget)")
@@ -147,7 +186,8 @@ class Prober:
         self._baseline = self.gpu.used_bytes()
         log = self.opts.runs_dir / f"startup-{n + self._earlier_logs:02d}.log"  # never overwrite a log
         cmd = self.opts.vllm_cmd + serve_args(self.d, gmu, mml, dummy=self.opts.dummy_weights, port=port,
-                                              extra=self.opts.extra_args)
+                                              extra=self.opts.extra_args,
+                                              real_total=self.opts.real_total_bytes if self.blocker else None)
         srv = ServerProcess(cmd, log, port, env={"VLLM_LOGGING_LEVEL": "DEBUG", "PYTHONUNBUFFERED": "1"})
         label = f"[{n}] max_model_len {mml:,}"
         self.report(f"{label} @ GMU {gmu:.2f}: starting ({shlex.join(cmd[:3])} ...)")
@@ -208,6 +248,8 @@ class Prober:
             "predicted": {"available_kv_bytes": pred.budget.available_kv_bytes, "ceiling": pred.ceiling,
                           "activation_bytes": pred.budget.activation_bytes},
             "verify": att.verify,
+            "simulated": ({"free_bytes": self.opts.simulate_free_bytes, "real_total_bytes": self.opts.real_total_bytes,
+                           "real_context_bytes": self.opts.real_context_bytes} if self.blocker else None),
         }
         append_jsonl_atomic(self.records_path, rec)
 
@@ -226,15 +268,10 @@ class Prober:
         return att, srv
 
     # -- verification ------------------------------------------------------------------------
-    def verify(self, att: Attempt, srv: ServerProcess) -> bool:
-        """A request of about `max_model_len` prompt tokens; the GPU memory peak is recorded."""
-        n = max(1, int(att.max_model_len * self.opts.verify_fraction) - 16)
-        vocab = self.d.model.arch.vocab_size
-        rng = random.Random(0)
-        ids = [rng.randrange(1000, max(1001, vocab - 1000)) for _ in range(n)]
+    def _request(self, srv: ServerProcess, ids: list[int]) -> dict[str, Any]:
+        """One completion of `ids`, watching NVML and the server log; never raises."""
         before = self.gpu.used_bytes()
         log_mark = len(srv.log_text())
-        self.report(f"[{att.n}] verify: one request of {n:,} prompt tokens")
         t0 = time.monotonic()
         ok, err, usage = True, None, {}
         peak = _PeakWatch(self.gpu)
@@ -247,13 +284,58 @@ class Prober:
             peak.stop()
         died = srv.proc is not None and srv.proc.poll() is not None
         oom = "out of memory" in srv.log_text()[log_mark:].lower()
-        ok = ok and not died and not oom
-        att.verify = {"ok": ok, "prompt_tokens": n, "seconds": round(time.monotonic() - t0, 1),
-                      "usage": usage, "error": err, "runtime_oom": oom, "server_died": died,
-                      "gpu_used_before": before, "gpu_used_peak": peak.peak}
-        self.report(f"[{att.n}] verify: {'completed' if ok else 'FAILED' + (' (runtime OOM)' if oom else '')} "
-                    f"({att.verify['seconds']:.0f} s)")
-        return ok
+        return {"ok": ok and not died and not oom, "prompt_tokens": len(ids), "seconds": round(time.monotonic() - t0, 1),
+                "usage": usage, "error": err, "runtime_oom": oom, "server_died": died,
+                "gpu_used_before": before, "gpu_used_peak": peak.peak}
+
+    def _ids(self, n: int, seed: int) -> list[int]:
+        vocab = self.d.model.arch.vocab_size
+        rng = random.Random(seed)
+        return [rng.randrange(1000, max(1001, vocab - 1000)) for _ in range(n)]
+
+    def verify(self, att: Attempt, srv: ServerProcess) -> bool:
+        """Prove the length serves: one long prompt of about `max_model_len` tokens, then (with
+        `turn_tokens`) a multi-turn session whose context grows by `turn_tokens` a turn, as an agent's
+        does, bounded in turns and time. A runtime OOM or a dead server fails it."""
+        n = max(1, int(att.max_model_len * self.opts.verify_fraction) - 16)
+        self.report(f"[{att.n}] verify: one request of {n:,} prompt tokens")
+        v = self._request(srv, self._ids(n, 0))
+        self.report(f"[{att.n}] verify: {'completed' if v['ok'] else 'FAILED' + (' (runtime OOM)' if v['runtime_oom'] else '')} "
+                    f"({v['seconds']:.0f} s)")
+        att.verify = {**v, "stages": [{"kind": "long_prompt", **v}]}
+        if v["ok"] and self.opts.turn_tokens:
+            turns = self.multi_turn(att, srv)
+            att.verify["stages"].append(turns)
+            att.verify["ok"] = turns["ok"]
+            for k in ("runtime_oom", "server_died"):
+                att.verify[k] = att.verify[k] or turns[k]
+            peaks = [t["gpu_used_peak"] for t in turns["turns"] if t["gpu_used_peak"] is not None]
+            if peaks and att.verify["gpu_used_peak"] is not None:
+                att.verify["gpu_used_peak"] = max(att.verify["gpu_used_peak"], *peaks)
+        return bool(att.verify["ok"])
+
+    def multi_turn(self, att: Attempt, srv: ServerProcess) -> dict[str, Any]:
+        """A conversation that grows by `turn_tokens` new tokens a turn (the earlier turns are its
+        prefix) until it reaches the verify length, `max_turns` or `multi_turn_seconds`."""
+        step, limit = self.opts.turn_tokens, int(att.max_model_len * self.opts.verify_fraction) - 16
+        convo: list[int] = []
+        turns: list[dict[str, Any]] = []
+        t0 = time.monotonic()
+        ok = True
+        while len(turns) < self.opts.max_turns and time.monotonic() - t0 < self.opts.multi_turn_seconds:
+            convo = convo + self._ids(min(step, limit - len(convo)), 1000 + len(turns))
+            r = self._request(srv, convo)
+            turns.append(r)
+            self.report(f"[{att.n}] verify turn {len(turns)}: {len(convo):,} tokens of context: "
+                        f"{'ok' if r['ok'] else 'FAILED' + (' (runtime OOM)' if r['runtime_oom'] else '')} ({r['seconds']:.0f} s)")
+            if not r["ok"]:
+                ok = False
+                break
+            if len(convo) >= limit:
+                break
+        return {"kind": "multi_turn", "ok": ok, "turn_tokens": step, "accumulated_tokens": len(convo),
+                "turns": turns, "runtime_oom": any(t["runtime_oom"] for t in turns),
+                "server_died": any(t["server_died"] for t in turns)}
 
     # -- searches ----------------------------------------------------------------------------
     def _round(self, tokens: int) -> int:
@@ -275,16 +357,22 @@ class Prober:
     def bisect(self) -> dict[str, Any]:
         """Largest max_model_len that starts (and serves, with --verify) at the deployment's GMU."""
         try:
+            self.simulate()
             return self._bisect()
         except _Exhausted:
             return self._summary("bisect", failed="max_startups_reached")
+        finally:
+            self.close()
 
     def target(self, tokens: int) -> dict[str, Any]:
         """Smallest GMU (0.01 steps) at which `tokens` start and serve."""
         try:
+            self.simulate()
             return self._target(tokens)
         except _Exhausted:
             return self._summary("target", failed="max_startups_reached", tokens=tokens)
+        finally:
+            self.close()
 
     def _bisect(self) -> dict[str, Any]:
         """Invariant: `lo` started, `hi` did not start or did not serve (exclusive bound)."""

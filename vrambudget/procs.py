@@ -57,6 +57,12 @@ class GpuWatch:
             return None
         return int(self._nvml.nvmlDeviceGetMemoryInfo(self._h).used)
 
+    def total_bytes(self) -> int | None:
+        """NVML's total (nvidia-smi's; a little above what CUDA reports)."""
+        if not self.available:
+            return None
+        return int(self._nvml.nvmlDeviceGetMemoryInfo(self._h).total)
+
     def other_processes(self, own_pids: set[int] = frozenset()) -> list[int]:
         """PIDs of compute processes on the GPU that are not ours."""
         if not self.available:
@@ -184,3 +190,49 @@ def _group_alive(pgid: int) -> bool:
         return False
     except PermissionError:
         return True
+
+
+class MemoryBlocker:
+    """A helper process (`vrambudget.blocker`) that holds GPU memory so that free memory falls to
+    `target_free` bytes. It stays in the probe's own process group, so it ends with the probe; `stop`
+    ends it explicitly (stdin closed, then SIGTERM)."""
+
+    def __init__(self, target_free: int, cmd: list[str], device: int = 0):
+        self.target_free, self.cmd, self.device = target_free, cmd, device
+        self.proc: subprocess.Popen[str] | None = None
+        self.free: int | None = None
+
+    def start(self, timeout: float = 180.0) -> int:
+        """Start it and wait for `READY <free> <total>`; returns the free bytes it left."""
+        self.proc = subprocess.Popen([*self.cmd, str(self.target_free), str(self.device)], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        assert self.proc.stdout is not None
+        end = time.monotonic() + timeout
+        lines: list[str] = []
+        while time.monotonic() < end:
+            line = self.proc.stdout.readline()
+            if not line:
+                break
+            lines.append(line.strip())
+            if line.startswith("READY "):
+                self.free = int(line.split()[1])
+                return self.free
+        self.stop()
+        raise UserError(f"the memory blocker did not start ({'; '.join(lines[-3:]) or 'no output'}); it needs torch "
+                        "and a free GPU")
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        try:
+            if self.proc.stdin:
+                self.proc.stdin.close()
+            self.proc.terminate()
+            self.proc.wait(timeout=20)
+        except (subprocess.TimeoutExpired, OSError):
+            self.proc.kill()
+            self.proc.wait(timeout=10)

@@ -1,0 +1,64 @@
+"""One real vLLM engine startup in-process, from a JSON description, printing the memory figures
+(the lab runs behind tests/fixtures/*-h100). Offline API, dummy weights: only config.json is needed.
+  PYTHONPATH=/tmp/site VLLM_ENABLE_V1_MULTIPROCESSING=0 VLLM_LOGGING_LEVEL=DEBUG \
+  python3 startup.py '{"model": DIR, "gmu": 0.3, "kv": "fp8", "mtp": 0, "eager": true, "lmo": true,
+                       "backend": "FLASHINFER", "prompts": [60000, 120000]}'
+Lines starting with LAB are this script's own readings (bytes unless named otherwise)."""
+import json, os, subprocess, sys, time
+
+cfg = json.loads(sys.argv[1])
+from vllm import LLM, SamplingParams  # noqa: E402
+
+kw = dict(model=cfg["model"], load_format="dummy", skip_tokenizer_init=True,
+          gpu_memory_utilization=cfg["gmu"], max_model_len=cfg.get("max_model_len", -1),
+          kv_cache_dtype=cfg.get("kv", "auto"), enforce_eager=cfg.get("eager", True),
+          max_num_seqs=cfg.get("max_num_seqs", 8), max_num_batched_tokens=cfg.get("mnbt", 2048), seed=0,
+          enable_prefix_caching=cfg.get("prefix_caching", None))
+if cfg.get("lmo", True):
+    kw["language_model_only"] = True
+if cfg.get("mtp"):
+    kw["speculative_config"] = {"method": "mtp", "num_speculative_tokens": cfg["mtp"]}
+if cfg.get("backend"):
+    kw["attention_config"] = {"backend": cfg["backend"]}
+import torch  # noqa: E402
+
+free0, total = torch.cuda.mem_get_info()
+print("LAB before_engine free", free0, "total", total, flush=True)
+t0 = time.time()
+llm = LLM(**kw)
+print("LAB startup_s", round(time.time() - t0, 1), flush=True)
+
+
+def smi():
+    return subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+                          capture_output=True, text=True).stdout.strip()
+
+
+free, _ = torch.cuda.mem_get_info()
+print("LAB after_init free", free, "reserved", torch.cuda.memory_reserved(), "smi_used_mib", smi(), flush=True)
+mml = llm.llm_engine.model_config.max_model_len
+print("LAB max_model_len", mml, flush=True)
+from vllm.inputs import TokensPrompt  # noqa: E402
+import random  # noqa: E402
+
+for n in cfg.get("prompts", []):
+    n = min(int(n), mml - 32)
+    rng = random.Random(n)
+    ids = [rng.randrange(1000, 100000) for _ in range(n)]
+    torch.cuda.reset_peak_memory_stats()
+    r0 = torch.cuda.memory_reserved()
+    t1 = time.time()
+    try:
+        out = llm.generate([TokensPrompt(prompt_token_ids=ids)], SamplingParams(max_tokens=16, ignore_eos=True,
+                                                                                detokenize=False))
+        status = "ok"
+    except Exception as e:  # a runtime OOM is the measurement
+        status = f"error {type(e).__name__}: {str(e)[:300]}"
+    free2, _ = torch.cuda.mem_get_info()
+    print("LAB prompt", n, status, "s", round(time.time() - t1, 1), "reserved_before", r0, "max_reserved",
+          torch.cuda.max_memory_reserved(), "max_allocated", torch.cuda.max_memory_allocated(), "free_after", free2,
+          "smi_used_mib", smi(), flush=True)
+    if status != "ok":
+        break
+print("LAB done", flush=True)
+os._exit(0)

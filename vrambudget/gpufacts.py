@@ -1,0 +1,67 @@
+"""Start-up facts per GPU (profiles/gpu_facts.json): the CUDA context held before vLLM's first
+snapshot, and the attention backend vLLM picks there with the memory it adds. Pure lookups over
+bundled data; every answer carries its source and whether it was measured."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from .gpus import GPU
+from .profiles import bundled_dir, read_json
+
+
+@dataclass(frozen=True)
+class Fact:
+    """A number (bytes) with where it comes from; `measured` False means an estimate."""
+
+    value: int
+    source: str
+    measured: bool
+
+
+@dataclass(frozen=True)
+class Backend:
+    name: str  # vLLM's AttentionBackendEnum name
+    variant: str  # e.g. FA2 / FA3
+    profiled_bytes: int  # what it adds to the profiled torch peak (workspaces)
+    source: str
+    cost_source: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} ({self.variant})" if self.variant else self.name
+
+
+@lru_cache(maxsize=1)
+def _facts() -> dict[str, Any]:
+    return read_json(bundled_dir() / "gpu_facts.json")
+
+
+def cuda_context(gpu: GPU) -> Fact:
+    """Memory held before vLLM's first snapshot (bytes): measured for the card, else the SM-count
+    model (an estimate), else the H200 figure for an unknown card (an estimate)."""
+    c = _facts()["cuda_context"]
+    m = c["measured"].get(gpu.key)
+    if m:
+        return Fact(int(m["bytes"]), m["source"], True)
+    model = c["model"]
+    if gpu.sms:
+        return Fact(int(model["base_bytes"] + model["per_sm_bytes"] * gpu.sms),
+                    f"{model['source']} ({gpu.sms} SMs)", False)
+    h200 = c["measured"]["h200"]
+    return Fact(int(h200["bytes"]), "estimate: SM count unknown, the H200 figure is used", False)
+
+
+def attention_backend(gpu: GPU, kv_dtype_bytes: int) -> Backend:
+    """The attention backend vLLM picks on this GPU for this KV dtype (1 byte = fp8)."""
+    a = _facts()["attention_backends"]
+    kv = "fp8" if kv_dtype_bytes == 1 else "bf16"
+    for r in a["rules"]:
+        if gpu.architecture in r["architectures"] and r["kv"] in ("any", kv):
+            cost = a["costs"][r["backend"]]
+            return Backend(r["backend"], r.get("variant", ""), int(cost["profiled_bytes"]), r["source"], cost["source"])
+    cost = a["costs"]["FLASH_ATTN"]
+    return Backend("FLASH_ATTN", "", 0, f"architecture {gpu.architecture!r} not in the table: assumed FLASH_ATTN",
+                   cost["source"])
