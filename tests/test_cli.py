@@ -57,10 +57,11 @@ def test_model_that_cannot_fit_says_by_how_much():
     assert r.exit_code == 1 and "over by" in r.output
 
 
-def test_free_memory_check_fails_first_at_gmu_099_on_16gb():
-    r = run("predict", "--gpu", "4060ti", "--gmu", "0.99", "--max-model-len", "4096", "--json")
+def test_free_memory_on_16gb_at_gmu_099_is_a_warning_on_an_estimated_context():
+    """spec/mission.md: vLLM 0.20.2 started at GMU 0.99 on the 4060 Ti; the context there is estimated."""
+    r = run("predict", "--gpu", "4060ti", "--gmu", "0.995", "--max-model-len", "4096", "--json")
     out = json.loads(r.output)
-    assert r.exit_code == 1 and "free memory at start" in out["reasons"][0]
+    assert r.exit_code == 0 and out["fits"] and any("free memory at start" in w for w in out["warnings"])
 
 
 def test_available_kv_only_explains_a_log_line():

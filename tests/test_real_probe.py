@@ -50,7 +50,7 @@ def test_refit_brings_available_kv_within_0_05_gib():
     assert len(samples) == 2 and all(s.available_kv_gib for s in samples)
     res = fit(samples, coefficients.load("0.20"))
     assert max(abs(e) for _, e in res.after) <= 0.05
-    assert "activation_base_bytes" in res.changed and "runtime_growth_per_token_bytes" in res.changed
+    assert "activation_base_bytes" in res.changed and "runtime_growth_per_prompt_token_bytes" in res.changed
     # and the refitted coefficients reproduce each record from its stored features alone
     c = coefficients.Coefficients(res.coefficients, ["fit"])
     for p in paths:

@@ -18,6 +18,7 @@ from .arch import ModelArch
 from .checkpoint import weights_from_tensors
 from .coefficients import Coefficients
 from .deployment import Deployment
+from .gpufacts import Backend, Fact, attention_backend, cuda_context
 from .weights import WeightBytes, weights_from_config
 
 
@@ -30,11 +31,16 @@ class Budget:
     non_torch_bytes: int
     cudagraph_bytes: int  # CUDA graph pool estimate (0 in eager mode)
     cudagraph_in_budget: bool
-    cuda_context_bytes: int  # outside `requested`; it only has to leave free >= requested
+    cuda_context: Fact  # outside `requested`; it only has to leave free >= requested
     free_at_start_bytes: int
-    runtime_growth_bytes: int  # GDN prefill buffers after startup, outside the profiled peak
+    free_at_start_measured: bool  # read through NVML with --gpu auto (else total - context - others)
     weights_source: str
     num_cudagraphs: int
+    backend: Backend  # the attention backend vLLM picks; its workspace is in activation_bytes
+
+    @property
+    def cuda_context_bytes(self) -> int:
+        return self.cuda_context.value
 
     @property
     def non_kv_bytes(self) -> int:
@@ -75,6 +81,14 @@ def cudagraph_sizes(max_num_seqs: int, spec_tokens: int, max_num_batched_tokens:
     return sizes, full
 
 
+def context_for(d: Deployment, c: Coefficients) -> Fact:
+    """vLLM's CUDA context on this GPU: a `fit` for this card wins (measured), else gpu_facts.json."""
+    fitted = c.items.get("cuda_context_bytes")
+    if fitted is not None and fitted.source.startswith("fitted"):
+        return Fact(int(fitted.value), fitted.source, True)
+    return cuda_context(d.gpu)
+
+
 def weight_bytes(d: Deployment) -> WeightBytes:
     """Exact from safetensors headers where the model has them, else computed from the config."""
     a = d.model.arch
@@ -107,6 +121,7 @@ class Features:
     num_cudagraphs: int
     with_encoder: bool
     cudagraph_in_budget: bool
+    backend_bytes: int = 0  # the attention backend's workspace in the profiled peak (FlashInfer: 394 MiB)
 
 
 def features(d: Deployment, w: WeightBytes | None = None) -> Features:
@@ -122,7 +137,8 @@ def features(d: Deployment, w: WeightBytes | None = None) -> Features:
         mlp_width=mlp_width(a), vocab=a.vocab_size, hidden=a.hidden_size, tp=d.tp, hybrid=a.is_hybrid,
         eager=d.enforce_eager, compile_cache=d.compile_cache, num_cudagraphs=graphs,
         with_encoder=a.is_multimodal and not d.language_model_only,
-        cudagraph_in_budget=d.rules.cudagraph_estimate_in_budget)
+        cudagraph_in_budget=d.rules.cudagraph_estimate_in_budget,
+        backend_bytes=attention_backend(d.gpu, d.kv_dtype_bytes).profiled_bytes)
 
 
 def eager_activation(f: Features, c: Coefficients) -> float:
@@ -142,7 +158,8 @@ def compile_extra(f: Features, c: Coefficients) -> float:
 
 def terms(f: Features, c: Coefficients) -> dict[str, int]:
     """The measured terms of the budget (bytes), from features and coefficients."""
-    act = eager_activation(f, c) + compile_extra(f, c) + (c["encoder_activation_bytes"] if f.with_encoder else 0)
+    act = (eager_activation(f, c) + compile_extra(f, c) + f.backend_bytes
+           + (c["encoder_activation_bytes"] if f.with_encoder else 0))
     cg = 0.0 if f.eager else c["cudagraph_base_bytes"] + c["cudagraph_per_graph_bytes"] * f.num_cudagraphs
     overhead = c["weights_overhead_hybrid_bytes"] if f.hybrid else c["weights_overhead_dense_bytes"]
     return {
@@ -150,7 +167,6 @@ def terms(f: Features, c: Coefficients) -> dict[str, int]:
         "activation": int(act),
         "non_torch": int(c["non_torch_eager_bytes"] if f.eager else c["non_torch_graphs_bytes"]),
         "cudagraph": int(cg),
-        "runtime_growth": int(c["runtime_growth_per_token_bytes"] * f.tokens) if f.hybrid else 0,
     }
 
 
@@ -164,7 +180,12 @@ def budget(d: Deployment, c: Coefficients, w: WeightBytes | None = None) -> Budg
     w = w or weight_bytes(d)
     f = features(d, w)
     t = terms(f, c)
-    context = c["cuda_context_bytes"]
+    context = context_for(d, c)
+    backend = attention_backend(d.gpu, d.kv_dtype_bytes)
+    if d.gpu.free_bytes is not None:  # --gpu auto: NVML's free now, less the context vLLM will create
+        free, free_measured = d.gpu.free_bytes - context.value - d.other_gpu_bytes, context.measured
+    else:
+        free, free_measured = d.gpu.total_bytes - context.value - d.other_gpu_bytes - d.gpu.used_bytes, False
     return Budget(
         requested_bytes=f.requested_bytes,
         weights_bytes=t["weights"],
@@ -173,9 +194,10 @@ def budget(d: Deployment, c: Coefficients, w: WeightBytes | None = None) -> Budg
         non_torch_bytes=t["non_torch"],
         cudagraph_bytes=t["cudagraph"],
         cudagraph_in_budget=f.cudagraph_in_budget,
-        cuda_context_bytes=int(context),
-        free_at_start_bytes=int(d.gpu.total_bytes - context - d.other_gpu_bytes - d.gpu.used_bytes),
-        runtime_growth_bytes=t["runtime_growth"],
+        cuda_context=context,
+        free_at_start_bytes=int(free),
+        free_at_start_measured=free_measured,
         weights_source=w.source,
         num_cudagraphs=f.num_cudagraphs,
+        backend=backend,
     )

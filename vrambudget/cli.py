@@ -99,6 +99,8 @@ def predict(model: ModelOpt = None, gpu: GpuOpt = None, gpu_memory: GpuMemOpt = 
             max_model_len: MmlOpt = None, enable_prefix_caching: PcOpt = False, tensor_parallel_size: TpOpt = 1,
             compile_cache: CompileOpt = "cold", language_model_only: LmoOpt = None, vllm_version: VerOpt = None,
             other_gpu_usage: OtherOpt = None, target_context: TargetOpt = None, plot: PlotOpt = None,
+            prompt_tokens: Annotated[Optional[str], typer.Option("--prompt-tokens", help="Check that a prompt of this "
+                "many tokens serves after startup (default: the ceiling).")] = None,
             available_kv_gib: Annotated[Optional[float], typer.Option("--available-kv-gib",
                 help="Skip the budget: plan the KV cache for this much memory (e.g. a log's "
                      "'Available KV cache memory').")] = None,
@@ -106,7 +108,7 @@ def predict(model: ModelOpt = None, gpu: GpuOpt = None, gpu_memory: GpuMemOpt = 
     """The whole budget, KV plan and ceiling for one deployment (no GPU needed)."""
 
     def go() -> None:
-        from .predict import cannot_start_at_all, min_gmu_for_context, predict as run
+        from .predict import answer, answer_json, cannot_start_at_all, min_gmu_for_context, predict as run
         from .render import prediction_text
         from .units import parse_tokens
 
@@ -126,11 +128,12 @@ def predict(model: ModelOpt = None, gpu: GpuOpt = None, gpu_memory: GpuMemOpt = 
                 typer.echo(f"smallest GMU for max_model_len {tokens:,}: {g:.2f}")
                 typer.echo(prediction_text(run(d.with_(gmu=g, max_model_len=tokens, auto_fit=False), c)))
             return
-        p = run(d, c)
+        ans = answer(d, c, prompt_tokens=parse_tokens(prompt_tokens) if prompt_tokens else None)
+        p = ans.first_boot if d.compile_cache == "cold" else ans.restart
         if json_out:
-            emit_json(p.to_json())
+            emit_json({**p.to_json(), **answer_json(ans)})
         else:
-            typer.echo(prediction_text(p))
+            typer.echo(prediction_text(p, ans))
         if plot:
             _plot_budget(d, c, p, plot)
         if cannot_start_at_all(p):
@@ -143,6 +146,10 @@ def _kv_only(d, available_kv_gib: float, json_out: bool) -> None:
     from .planner import plan_startup
     from .predict import layout_for
     from .units import GiB
+
+    if not available_kv_gib > 0:
+        raise UserError(f"--available-kv-gib must be a positive size in GiB (as a log's 'Available KV cache "
+                        f"memory' line gives it), got {available_kv_gib}")
 
     lay = layout_for(d)
     avail = int(round(available_kv_gib * GiB))
@@ -193,12 +200,13 @@ def table(model: ModelOpt = None, gpu: GpuOpt = None, gpu_memory: GpuMemOpt = No
         t = ceiling_table(d, c, gmus, mtp)
         tokens = parse_tokens(target_context) if target_context else None
         target = target_row(d, c, tokens, mtp) if tokens else None
+        target_first = target_row(d, c, tokens, mtp, "cold") if tokens else None
         if json_out:
-            emit_json({**t, "target_context": tokens, "min_gmu": target, "inputs": d.inputs()})
+            emit_json({**t, "target_context": tokens, "min_gmu": target, "min_gmu_first_boot": target_first,
+                       "inputs": d.inputs()})
         else:
-            typer.echo(f"{d.model.ref} on {d.gpu.name}, vLLM {d.rules.version}, KV {d.kv_cache_dtype}, "
-                       f"{d.compile_cache} compile cache")
-            typer.echo(table_text(t, target, tokens))
+            typer.echo(f"{d.model.ref} on {d.gpu.name}, vLLM {d.rules.version}, KV {d.kv_cache_dtype}")
+            typer.echo(table_text(t, target, tokens, target_first))
         if plot:
             from pathlib import Path
 
@@ -210,6 +218,99 @@ def table(model: ModelOpt = None, gpu: GpuOpt = None, gpu_memory: GpuMemOpt = No
             typer.echo(f"plot: {plots.save(ax, plot)}", err=json_out)
 
     run_safely(go)
+
+
+@app.command("plan")
+def plan_cmd(target_context: Annotated[str, typer.Option("--target-context", help="The context you want to serve "
+                                        "(tokens: 65536, 64k).")],
+             model: ModelOpt = None, gpu: GpuOpt = None, gpu_memory: GpuMemOpt = None,
+             kv_cache_dtype: KvOpt = "auto", mtp: Annotated[int, typer.Option("--mtp", min=1, max=8,
+                                                                               help="MTP tokens of the MTP options.")] = 2,
+             max_num_seqs: SeqsOpt = None, max_num_batched_tokens: BatchOpt = None,
+             enable_prefix_caching: PcOpt = False, tensor_parallel_size: TpOpt = 1, language_model_only: LmoOpt = None,
+             vllm_version: VerOpt = None, other_gpu_usage: OtherOpt = None,
+             fmt: Annotated[str, typer.Option("--format", help="How to print the chosen command: shell | systemd | "
+                                             "compose | json.")] = "shell",
+             checkpoint: Annotated[Optional[str], typer.Option("--checkpoint", help="Model argument of the command.")] = None,
+             json_out: JsonOpt = False) -> None:
+    """The fastest configuration that serves a wanted context: CUDA graphs + MTP, graphs, eager + MTP,
+    eager (in that order), with the GMU each needs, what its first boot does, and the command."""
+
+    def go() -> None:
+        from tabulate import tabulate
+
+        from . import servecmd as sc
+        from .predict import plan as run_plan, predict as run
+        from .probe import model_arg
+        from .units import parse_tokens
+
+        if fmt not in ("shell", "systemd", "compose", "json"):
+            raise UserError(f"--format {fmt!r}: use shell, systemd, compose or json")
+        tokens = parse_tokens(target_context)
+        d, c = build(model, gpu, gpu_memory, None, kv_cache_dtype, False, 0, None, max_num_seqs,
+                     max_num_batched_tokens, str(tokens), enable_prefix_caching, tensor_parallel_size, "warm",
+                     language_model_only, vllm_version, other_gpu_usage)
+        opts = run_plan(d, c, tokens, mtp)
+        best = next((o for o in opts if o.serves), None)
+        rows = [[o.label, f"{o.gmu_restart:.2f}" if o.gmu_restart else "-",
+                 ("same" if o.enforce_eager else f"{o.gmu_first_boot:.2f}" if o.gmu_first_boot else "fails")
+                 if o.gmu_restart else "-", f"{o.max_serving_gmu:.2f}" if o.max_serving_gmu else "-",
+                 "yes" if o.serves else "no"] for o in opts]
+        result: dict[str, Any] = {"target_context": tokens, "options": [o.__dict__ | {"gmu": o.gmu} for o in opts],
+                                  "inputs": d.inputs()}
+        text = [f"{tokens:,} tokens of {d.model.ref} on {d.gpu.name}, vLLM {d.rules.version}, KV {d.kv_cache_dtype}",
+                tabulate(rows, headers=["configuration", "GMU (restart)", "GMU (first boot)", "serves up to GMU",
+                                        "serves"], tablefmt="simple", disable_numparse=True)]
+        if best is None:
+            text.append(f"Nothing serves {tokens:,} tokens here. " + _what_would(d, c, tokens))
+            result["suggestion"] = text[-1]
+        else:
+            dd = d.with_(enforce_eager=best.enforce_eager, spec_tokens=mtp if best.mtp else 0, speculative_method="mtp",
+                         gmu=best.gmu, compile_cache="warm")
+            cmd = sc.build_command(dd, run(dd, c), checkpoint or model_arg(dd), tokens, 8000, None)
+            first = ("" if best.enforce_eager or (best.gmu_first_boot and best.gmu_first_boot <= best.gmu) else
+                     " Its first boot after a change compiles cold and fails at this GMU; the restart starts "
+                     "(Restart=on-failure in the systemd unit).")
+            text.append(f"Fastest that serves: {best.label} at GMU {best.gmu:.2f}.{first}")
+            out = {"shell": lambda: sc.shell(cmd) + "\n",
+                   "systemd": lambda: sc.systemd(cmd, f"vLLM {cmd.argv[1]} "
+                                                      f"(max_model_len {tokens}, GMU {best.gmu:.2f}; vrambudget)", None),
+                   "compose": lambda: sc.compose(cmd, _image_version(d.rules.version), 8000),
+                   "json": lambda: json.dumps(sc.as_json(cmd), indent=2) + "\n"}[fmt]()
+            text.append(out.rstrip("\n"))
+            result["chosen"] = best.label
+            result["command"] = sc.as_json(cmd)
+        if json_out:
+            emit_json(result)
+        else:
+            typer.echo("\n".join(text))
+        if best is None:
+            raise typer.Exit(1)
+
+    run_safely(go)
+
+
+def _what_would(d, c, tokens: int) -> str:
+    """Where nothing fits: which change would (another catalog GPU, fp8 KV, a 4-bit checkpoint, TP 2)."""
+    from .gpus import catalog
+    from .predict import min_gmu_for_context
+
+    ideas = []
+    if d.kv_dtype_bytes > 1:
+        g = min_gmu_for_context(d.with_(kv_cache_dtype="fp8", kv_dtype_bytes=1, enforce_eager=True), c, tokens)
+        if g:
+            ideas.append(f"--kv-cache-dtype fp8 (eager starts at GMU {g:.2f})")
+    bigger = sorted((g for g in catalog().values() if g.total_bytes > d.gpu.total_bytes), key=lambda g: g.total_bytes)
+    for g in bigger:
+        gm = min_gmu_for_context(d.with_(gpu=g, enforce_eager=True), c, tokens)
+        if gm:
+            ideas.append(f"--gpu {g.key} (eager at GMU {gm:.2f})")
+            break
+    if d.model.arch.quantization is None:
+        ideas.append("a 4-bit checkpoint (AWQ/GPTQ/NVFP4: point --model at it)")
+    if d.tp == 1:
+        ideas.append("--tensor-parallel-size 2 on two cards")
+    return "Would: " + "; ".join(ideas) + "."
 
 
 def _plot_budget(d, c, p, path: str) -> None:
@@ -516,15 +617,22 @@ def gpus(json_out: JsonOpt = False) -> None:
 
         from .gpus import catalog
 
+        from .gpufacts import attention_backend, cuda_context
+
         cat = catalog()
         if json_out:
             emit_json({k: {"name": v.name, "total_bytes": v.total_bytes, "compute_capability": v.compute_capability,
-                           "source": v.source} for k, v in cat.items()})
+                           "source": v.source, "sms": v.sms, "architecture": v.architecture,
+                           "cuda_context_bytes": cuda_context(v).value, "cuda_context_measured": cuda_context(v).measured,
+                           "cuda_context_source": cuda_context(v).source,
+                           "attention_backend_fp8_kv": attention_backend(v, 1).label,
+                           "attention_backend_bf16_kv": attention_backend(v, 2).label} for k, v in cat.items()})
             return
-        rows = [[k, v.name, f"{v.total_gib:.2f}", v.compute_capability,
-                 _basis(v.source)] for k, v in cat.items()]
-        typer.echo(tabulate(rows, headers=["--gpu", "name", "GiB", "sm", "total from"], tablefmt="simple",
-                            disable_numparse=True))
+        rows = [[k, v.name, f"{v.total_gib:.2f}", _basis(v.source), v.compute_capability, v.sms, v.architecture,
+                 f"{cuda_context(v).value / 2**30:.2f}" + ("" if cuda_context(v).measured else " (est.)"),
+                 f"{attention_backend(v, 2).label} / {attention_backend(v, 1).label}"] for k, v in cat.items()]
+        typer.echo(tabulate(rows, headers=["--gpu", "name", "GiB", "total from", "cc", "SMs", "arch", "context GiB",
+                                           "attention bf16 / fp8 KV"], tablefmt="simple", disable_numparse=True))
 
     run_safely(go)
 

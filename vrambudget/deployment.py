@@ -69,6 +69,7 @@ class Deployment:
     language_model_only: bool
     other_gpu_bytes: int
     speculative_method: str = "mtp"
+    defaults: tuple[str, ...] = ()  # inputs the user did not choose: vLLM's defaults, said as such
 
     @property
     def mtp(self) -> bool:
@@ -162,6 +163,17 @@ def resolve(model: ModelSource, gpu: GPU, rules: VllmRules, flags: Flags) -> Dep
     if flags.compile_cache not in ("cold", "warm"):
         raise UserError("--compile-cache must be cold or warm")
     lmo = a.is_multimodal if flags.language_model_only is None else flags.language_model_only
+    defaults = []
+    if flags.gpu_memory_utilization is None:
+        defaults.append(f"GMU {gmu:.2f}")
+    if flags.max_num_seqs is None:
+        defaults.append(f"max_num_seqs {seqs}")
+    if flags.max_num_batched_tokens is None:
+        defaults.append(f"max_num_batched_tokens {tokens}")
+    if kv == "auto":
+        defaults.append(f"KV cache in {a.dtype}")
+    if flags.max_model_len is None:
+        defaults.append(f"max_model_len {mml:,} (the model's maximum)")
     return Deployment(model, gpu, rules, gmu, kv, kv_bytes, flags.enforce_eager, k, seqs, tokens, mml, auto_fit,
                       flags.max_model_len is not None, flags.enable_prefix_caching, tp, flags.compile_cache, lmo,
-                      flags.other_gpu_bytes, flags.speculative_method if k else "mtp")
+                      flags.other_gpu_bytes, flags.speculative_method if k else "mtp", tuple(defaults))

@@ -33,6 +33,7 @@ class Sample:
     available_kv_gib: float | None
     cuda_context_gib: float | None
     runtime_growth_bytes: int | None = None
+    prompt_tokens: int = 0  # of the verify request that measured runtime_growth_bytes
 
 
 def sample_from_record(rec: dict[str, Any]) -> Sample | None:
@@ -68,6 +69,7 @@ def load_samples(paths: list[Path], model: str | None = None) -> list[Sample]:
                     s, v = by_attempt.get(r.get("attempt", -1)), r.get("verify") or {}
                     if s and v.get("ok") and v.get("gpu_used_peak") and v.get("gpu_used_before"):
                         s.runtime_growth_bytes = max(0, v["gpu_used_peak"] - v["gpu_used_before"])
+                        s.prompt_tokens = int(v.get("prompt_tokens") or 0)
                     continue
                 s = sample_from_record(r)
                 if s and r.get("outcome") == "started":
@@ -152,10 +154,10 @@ def fit(samples: list[Sample], base: Coefficients) -> FitResult:
         per = cur["cudagraph_per_graph_bytes"]
         put("cudagraph_base_bytes", max(0.0, statistics.mean(s.cudagraph_gib * GiB - per * s.f.num_cudagraphs for s in cg)),
             f"{len(cg)} CUDA graph estimates (per-graph slope kept)")
-    growth = [s for s in samples if s.runtime_growth_bytes and s.f.hybrid]
+    growth = [s for s in samples if s.runtime_growth_bytes is not None and s.prompt_tokens]
     if growth:
-        put("runtime_growth_per_token_bytes", max(s.runtime_growth_bytes / s.f.tokens for s in growth),
-            f"{len(growth)} verify requests (NVML peak during the request minus before, per batched token; worst)")
+        put("runtime_growth_per_prompt_token_bytes", max(s.runtime_growth_bytes / s.prompt_tokens for s in growth),
+            f"{len(growth)} verify requests (NVML peak during the request minus before, per prompt token; worst)")
     after = Coefficients(items, base.origins)
     return FitResult(items, sorted(set(changed)), _errors(samples, base), _errors(samples, after))
 

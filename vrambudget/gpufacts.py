@@ -65,3 +65,10 @@ def attention_backend(gpu: GPU, kv_dtype_bytes: int) -> Backend:
     cost = a["costs"]["FLASH_ATTN"]
     return Backend("FLASH_ATTN", "", 0, f"architecture {gpu.architecture!r} not in the table: assumed FLASH_ATTN",
                    cost["source"])
+
+
+def gdn_prefill_path(gpu: GPU) -> str:
+    """The GDN chunked-prefill kernel vLLM 0.20.2 uses: FlashInfer's on compute capability 9.0 (it is
+    JIT-compiled on first use), the Triton/FLA kernels elsewhere (model_executor/layers/mamba/
+    gdn_linear_attn.py ChunkGatedDeltaRule; `--gdn-prefill-backend triton` forces FLA)."""
+    return "FlashInfer GDN (Hopper)" if gpu.architecture == "hopper" else "Triton/FLA"

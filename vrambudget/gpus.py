@@ -128,7 +128,7 @@ def _cores_per_sm(major: int, minor: int) -> int:
 def resolve(gpu: str | None, gpu_memory: str | None) -> GPU:
     from .units import parse_size
 
-    if gpu_memory:
+    if gpu_memory is not None:
         return from_memory(parse_size(gpu_memory))
     if not gpu:
         return lookup("rtx4060ti")

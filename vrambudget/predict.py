@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .budget import Budget, budget, weight_bytes
+from .gpufacts import gdn_prefill_path
+from .runtime import RuntimeNeed, max_serving_gmu, runtime_need
 from .coefficients import Coefficients
 from .deployment import Deployment
 from .planner import KVLayout, KVPlan, build_layout, kv_needed_bytes, plan_startup
@@ -36,6 +38,9 @@ class Prediction:
     starts: bool  # vLLM gets through startup with these flags
     reasons: list[str] = field(default_factory=list)  # why it does not start
     warnings: list[str] = field(default_factory=list)
+    runtime: RuntimeNeed | None = None  # what serving the ceiling-length prompt needs beyond the budget
+    max_serving_gmu: float | None = None  # highest GMU that leaves the runtime need unbudgeted
+    estimated: list[str] = field(default_factory=list)  # terms not measured on this GPU / version
 
     @property
     def ceiling(self) -> int:
@@ -55,9 +60,17 @@ class Prediction:
             "non_torch_bytes": b.non_torch_bytes, "cudagraph_bytes": b.cudagraph_bytes,
             "cudagraph_in_budget": b.cudagraph_in_budget, "num_cudagraphs": b.num_cudagraphs,
             "non_kv_bytes": b.non_kv_bytes, "available_kv_bytes": b.available_kv_bytes,
-            "cuda_context_bytes": b.cuda_context_bytes, "free_at_start_bytes": b.free_at_start_bytes,
-            "runtime_growth_bytes": b.runtime_growth_bytes, "runtime_margin_bytes": b.runtime_margin_bytes,
-            "weights_source": b.weights_source,
+            "cuda_context_bytes": b.cuda_context_bytes, "cuda_context_measured": b.cuda_context.measured,
+            "cuda_context_source": b.cuda_context.source, "free_at_start_bytes": b.free_at_start_bytes,
+            "runtime_margin_bytes": b.runtime_margin_bytes, "weights_source": b.weights_source,
+            "attention_backend": b.backend.label, "attention_backend_workspace_bytes": b.backend.profiled_bytes,
+            "gdn_prefill_path": gdn_prefill_path(self.deployment.gpu) if self.deployment.model.arch.is_hybrid else None,
+            "runtime": None if self.runtime is None else {
+                "prompt_tokens": self.runtime.prompt_tokens, "need_bytes": self.runtime.need_bytes,
+                "margin_bytes": self.runtime.margin_bytes, "serves": self.runtime.serves,
+                "terms": [{"name": t.name, "bytes": t.bytes, "source": t.source, "measured": t.measured}
+                          for t in self.runtime.terms]},
+            "max_serving_gmu": self.max_serving_gmu, "estimated_terms": self.estimated,
             "block_size": p.layout.block_size, "group_size": p.layout.group_size,
             "num_kv_groups": p.layout.num_groups, "padding_layers": p.layout.padding_layers,
             "padding_warnings": p.layout.padding_warnings, "bytes_per_block": p.layout.bytes_per_block,
@@ -90,18 +103,58 @@ def max_gmu_for_free(d: Deployment, b: Budget) -> float:
     return math.floor(b.free_at_start_bytes / d.gpu.total_bytes * 100) / 100
 
 
-def predict(d: Deployment, c: Coefficients, w: WeightBytes | None = None) -> Prediction:
+def estimated_terms(d: Deployment, b: Budget) -> list[str]:
+    """The figures of this prediction that nobody measured on this GPU/version (said in every output)."""
+    out = []
+    if not d.gpu.measured:
+        out.append("GPU total (" + ("PyTorch's public figure" if d.gpu.source.startswith("PyTorch") else
+                                    d.gpu.source.split(":")[0]) + ")")
+    if not b.cuda_context.measured:
+        out.append("CUDA context (SM-count model)" if d.gpu.sms else "CUDA context (H200 figure)")
+    if b.backend.name != "FLASH_ATTN":
+        out.append(f"{b.backend.label} backend (picked from vLLM source; its 394 MiB workspace sits outside the "
+                   "profiled peak, where it lands after startup is NOT MEASURED)")
+    if d.gpu.key not in ("h100", "h200"):
+        out.append("activation/non-torch/graph coefficients (fitted on H100/H200)")
+    if d.rules.version != "0.20":
+        out.append(f"vLLM {d.rules.version} coefficients (inherited from 0.20.2 logs)")
+    if d.model.arch.is_multimodal and not d.language_model_only:
+        out.append("vision encoder profiling peak (NOT MEASURED)")
+    return out
+
+
+def runtime_for(d: Deployment, c: Coefficients, b: Budget, prompt_tokens: int) -> RuntimeNeed:
+    """What serving a prompt of `prompt_tokens` needs beyond the budget, against what is left."""
+    growth = c.items["runtime_growth_per_prompt_token_bytes"]
+    return runtime_need(d.model.arch, tokens=d.max_num_batched_tokens, tp=d.tp, mtp=d.mtp,
+                        gdn_path=gdn_prefill_path(d.gpu), prompt_tokens=prompt_tokens,
+                        growth_per_prompt_token=growth.value, growth_source=growth.source,
+                        margin_bytes=b.runtime_margin_bytes)
+
+
+def predict(d: Deployment, c: Coefficients, w: WeightBytes | None = None,
+            prompt_tokens: int | None = None) -> Prediction:
+    """Budget, KV plan and verdict; `prompt_tokens` (default: the ceiling) is the prompt whose
+    runtime needs are checked against the memory left outside the budget."""
     b = budget(d, c, w)
     layout = layout_for(d)
     avail = b.available_kv_bytes
     plan = plan_startup(layout, avail, d.max_model_len, d.auto_fit, d.rules)
     reasons: list[str] = []
     warnings: list[str] = []
+    estimated = estimated_terms(d, b)
     if not b.startup_memory_ok:
-        reasons.append(
-            f"free memory at start ({_gib(b.free_at_start_bytes)} of {_gib(d.gpu.total_bytes)}) is less than "
-            f"the GMU {d.gmu:.2f} budget ({_gib(b.requested_bytes)}): lower --gpu-memory-utilization to "
-            f"{max_gmu_for_free(d, b):.2f} or free the GPU")
+        short = b.requested_bytes - b.free_at_start_bytes
+        certain = b.free_at_start_measured or d.gpu.total_bytes - d.other_gpu_bytes - d.gpu.used_bytes < b.requested_bytes
+        text = (f"free memory at start ({_gib(b.free_at_start_bytes)} of {_gib(d.gpu.total_bytes)}, after a "
+                f"{'measured' if b.cuda_context.measured else 'estimated'} CUDA context of {_gib(b.cuda_context_bytes)}) "
+                f"is {_gib(short)} less than the GMU {d.gmu:.2f} budget ({_gib(b.requested_bytes)})")
+        if certain:
+            reasons.append(f"{text}: lower --gpu-memory-utilization to {max_gmu_for_free(d, b):.2f} or free the GPU")
+        else:
+            warnings.append(f"{text}; the context is an estimate ({b.cuda_context.source.split(';')[0]}), so vLLM may "
+                            f"still start if it is {_gib(short)} smaller: check with --gpu auto on the card, or lower "
+                            f"--gpu-memory-utilization to {max_gmu_for_free(d, b):.2f} to be sure")
     if avail <= 0:
         reasons.append(f"weights and activations need {_gib(b.non_kv_bytes)}, the GMU {d.gmu:.2f} budget is "
                        f"{_gib(b.requested_bytes)}: over by {_gib(-avail)}, no memory left for the KV cache")
@@ -117,10 +170,15 @@ def predict(d: Deployment, c: Coefficients, w: WeightBytes | None = None) -> Pre
         reasons.append(f"{what} {d.max_model_len:,} needs {_gib(need)} of KV cache, {_gib(avail)} is "
                        f"available: the ceiling at GMU {d.gmu:.2f} is {plan.ceiling:,}; {hint}, "
                        f"or pass --max-model-len {plan.ceiling} (or auto)")
-    if d.model.arch.is_hybrid and b.runtime_growth_bytes > b.runtime_margin_bytes and b.startup_memory_ok:
-        warnings.append(f"GDN prefill buffers can grow by ~{_gib(b.runtime_growth_bytes)} after startup "
-                        f"(max_num_batched_tokens {d.max_num_batched_tokens}); only {_gib(b.runtime_margin_bytes)} "
-                        "is left outside the budget: a long prompt may OOM; lower GMU or max_num_batched_tokens")
+    ceiling = min(plan.ceiling, d.model.arch.max_position_embeddings)
+    rt = runtime_for(d, c, b, prompt_tokens or max(1, min(ceiling, plan.max_model_len) or 1))
+    serve_gmu = max_serving_gmu(d.gpu.total_bytes, b.free_at_start_bytes, rt.need_bytes)
+    if avail > 0 and not rt.serves:
+        terms_txt = " + ".join(f"{t.name} {_gib(t.bytes)}" for t in rt.terms if t.bytes)
+        warnings.append(f"starts but may not serve: a {rt.prompt_tokens:,}-token prompt needs ~{_gib(rt.need_bytes)} "
+                        f"outside the budget ({terms_txt}), only {_gib(rt.margin_bytes)} is left there: "
+                        + (f"the highest GMU that serves it is {serve_gmu:.2f}" if serve_gmu else
+                           "no GMU leaves enough; lower --max-num-batched-tokens"))
     if d.spec_tokens and d.speculative_method == "ngram" and d.model.arch.is_hybrid:
         warnings.append("ngram speculative decoding on a GDN hybrid: rejected draft tokens corrupt the recurrent "
                         "state; use MTP instead (--mtp 2)")
@@ -131,7 +189,8 @@ def predict(d: Deployment, c: Coefficients, w: WeightBytes | None = None) -> Pre
                         f"(--compile-cache warm) gets more KV cache{key}")
     if plan.ceiling and 0 <= plan.ceiling - plan.max_model_len < layout.block_size and not d.auto_fit and not reasons:
         warnings.append(f"max_model_len is within one block ({layout.block_size} tokens) of the ceiling")
-    return Prediction(d, b, plan, starts=not reasons, reasons=reasons, warnings=warnings)
+    return Prediction(d, b, plan, starts=not reasons, reasons=reasons, warnings=warnings, runtime=rt,
+                      max_serving_gmu=serve_gmu, estimated=estimated)
 
 
 def cannot_start_at_all(p: Prediction) -> bool:
@@ -175,17 +234,100 @@ def ceiling_table(d: Deployment, c: Coefficients, gmus: list[float], mtp_tokens:
     cols = table_columns(d, mtp_tokens)
     rows = []
     for g in gmus:
-        cells = {}
+        cells, first = {}, {}
         for col in cols:
             dd = d.with_(gmu=g, enforce_eager=col.enforce_eager, spec_tokens=col.spec_tokens, auto_fit=True)
-            p = predict(dd, c, w)
-            cells[col.label] = p.ceiling if p.starts else 0
-        rows.append({"gmu": g, "ceilings": cells})
-    return {"columns": [col.label for col in cols], "rows": rows}
+            for cache, out in (("warm", cells), ("cold", first)):
+                if col.enforce_eager and cache == "cold":
+                    first[col.label] = cells[col.label]
+                    continue
+                p = predict(dd.with_(compile_cache=cache) if not col.enforce_eager else dd, c, w)
+                out[col.label] = p.ceiling if p.starts else 0
+        rows.append({"gmu": g, "ceilings": cells, "ceilings_first_boot": first})
+    return {"columns": [col.label for col in cols], "rows": rows,
+            "about": "ceilings: after a restart (compile cache warm); ceilings_first_boot: the first boot after a "
+                     "change (cold torch.compile); eager columns are the same on both"}
 
 
-def target_row(d: Deployment, c: Coefficients, tokens: int, mtp_tokens: int = 2) -> dict[str, float | None]:
+def target_row(d: Deployment, c: Coefficients, tokens: int, mtp_tokens: int = 2,
+               compile_cache: str = "warm") -> dict[str, float | None]:
+    """Smallest GMU per column at which `tokens` start (graph columns: on a `compile_cache` boot)."""
     w = weight_bytes(d)
-    return {col.label: min_gmu_for_context(d.with_(enforce_eager=col.enforce_eager, spec_tokens=col.spec_tokens),
-                                           c, tokens, w)
+    return {col.label: min_gmu_for_context(d.with_(enforce_eager=col.enforce_eager, spec_tokens=col.spec_tokens,
+                                                   compile_cache=compile_cache), c, tokens, w)
             for col in table_columns(d, mtp_tokens)}
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The headline: the ceiling on a first boot (cold torch.compile) and after a restart (warm), and
+    whether the asked-for length starts on each. In eager mode both boots are the same."""
+
+    first_boot: Prediction
+    restart: Prediction
+
+    @property
+    def same(self) -> bool:
+        return self.first_boot.deployment.enforce_eager
+
+
+def answer(d: Deployment, c: Coefficients, w: WeightBytes | None = None, prompt_tokens: int | None = None) -> Answer:
+    w = w or weight_bytes(d)
+    if d.enforce_eager:
+        p = predict(d, c, w, prompt_tokens)
+        return Answer(p, p)
+    return Answer(predict(d.with_(compile_cache="cold"), c, w, prompt_tokens),
+                  predict(d.with_(compile_cache="warm"), c, w, prompt_tokens))
+
+
+def answer_json(a: Answer) -> dict[str, Any]:
+    """The headline's keys in --json (added to the prediction's own)."""
+    return {"max_model_len_ceiling_first_boot": a.first_boot.ceiling if a.first_boot.plan.ceiling else 0,
+            "max_model_len_ceiling_restart": a.restart.ceiling if a.restart.plan.ceiling else 0,
+            "starts_first_boot": a.first_boot.starts, "starts_restart": a.restart.starts,
+            "defaults_not_chosen": list(a.restart.deployment.defaults)}
+
+
+PLAN_ORDER = (("CUDA graphs + MTP", False, True), ("CUDA graphs", False, False), ("eager + MTP", True, True),
+              ("eager", True, False))  # fastest first (the mission's measurements: graphs + MTP ~4x eager)
+
+
+@dataclass
+class PlanOption:
+    label: str
+    enforce_eager: bool
+    mtp: bool
+    gmu_restart: float | None  # smallest GMU at which `tokens` start on a warm boot
+    gmu_first_boot: float | None  # ... on a cold first boot (same as restart in eager mode)
+    max_serving_gmu: float | None  # highest GMU that still serves a prompt of `tokens`
+    serves: bool  # some GMU both starts and serves
+
+    @property
+    def gmu(self) -> float | None:
+        """The GMU to run: where the first boot starts too if that still serves, else the smallest
+        that starts after a restart (the first boot then fails once); None if nothing serves."""
+        if not self.serves:
+            return None
+        if self.gmu_first_boot and self.max_serving_gmu and self.gmu_first_boot <= self.max_serving_gmu:
+            return self.gmu_first_boot
+        return self.gmu_restart
+
+
+def plan(d: Deployment, c: Coefficients, tokens: int, mtp_tokens: int = 2) -> list[PlanOption]:
+    """For each configuration, fastest first: the smallest GMU at which `tokens` start (first boot and
+    restart) and whether a prompt of that length serves there."""
+    w = weight_bytes(d)
+    out = []
+    for label, eager, mtp in PLAN_ORDER:
+        if mtp and not d.model.arch.mtp_layers:
+            continue
+        dd = d.with_(enforce_eager=eager, spec_tokens=mtp_tokens if mtp else 0, speculative_method="mtp",
+                     max_model_len=tokens, auto_fit=False, max_model_len_given=True)
+        warm = dd if eager else dd.with_(compile_cache="warm")
+        g_r = min_gmu_for_context(warm, c, tokens, w)
+        g_f = g_r if eager else min_gmu_for_context(dd.with_(compile_cache="cold"), c, tokens, w)
+        serve = None
+        if g_r is not None:
+            serve = predict(warm.with_(gmu=g_r), c, w, prompt_tokens=tokens).max_serving_gmu
+        out.append(PlanOption(label, eager, mtp, g_r, g_f, serve, bool(g_r and serve and serve >= g_r)))
+    return out

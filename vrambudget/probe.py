@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 import shlex
 import sys
 import time
@@ -59,6 +60,7 @@ class ProbeOptions:
     turn_tokens: int = 0
     max_turns: int = 12
     multi_turn_seconds: float = 900.0
+    stall_seconds: float = 120.0  # a request waiting unscheduled this long (vLLM's stats lines) fails the verify
 
 
 @dataclass
@@ -128,6 +130,18 @@ class _PeakWatch:
     def stop(self) -> None:
         self._stop.set()
         self._t.join(timeout=2)
+
+
+_STATS = re.compile(r"Running: (\d+) reqs, Waiting: (\d+) reqs")
+
+
+def _stalled(log: str, seconds: float, interval: float = 10.0) -> bool:
+    """vLLM's periodic stats lines (every ~10 s) show the request waiting with nothing running for
+    `seconds`: it is never going to be scheduled (seen at the align-mode ceiling on vLLM 0.20.2)."""
+    stats = _STATS.findall(log)
+    need = max(1, int(seconds / interval))
+    tail = stats[-need:]
+    return len(tail) >= need and all(r == "0" and int(w) > 0 for r, w in tail)
 
 
 class _Exhausted(Exception):
@@ -270,23 +284,36 @@ class Prober:
     # -- verification ------------------------------------------------------------------------
     def _request(self, srv: ServerProcess, ids: list[int]) -> dict[str, Any]:
         """One completion of `ids`, watching NVML and the server log; never raises."""
+        import threading
+
         before = self.gpu.used_bytes()
         log_mark = len(srv.log_text())
         t0 = time.monotonic()
-        ok, err, usage = True, None, {}
+        res: dict[str, Any] = {"ok": True, "err": None, "usage": {}}
+        model = srv.served_model() or model_arg(self.d)
+
+        def call() -> None:
+            try:
+                res["usage"] = srv.complete(ids, 16, model, self.opts.request_timeout).get("usage", {})
+            except (urllib.error.URLError, OSError, ValueError) as e:
+                res["ok"], res["err"] = False, str(e)[:300]
+
         peak = _PeakWatch(self.gpu)
-        try:
-            out = srv.complete(ids, 16, srv.served_model() or model_arg(self.d), self.opts.request_timeout)
-            usage = out.get("usage", {})
-        except (urllib.error.URLError, OSError, ValueError) as e:
-            ok, err = False, str(e)[:300]
-        finally:
-            peak.stop()
+        worker = threading.Thread(target=call, daemon=True)
+        worker.start()
+        stalled = False
+        while worker.is_alive():
+            worker.join(timeout=2.0)
+            if worker.is_alive() and _stalled(srv.log_text()[log_mark:], self.opts.stall_seconds):
+                stalled = True  # measured on vLLM 0.20.2: a request that is never scheduled waits forever
+                break
+        peak.stop()
         died = srv.proc is not None and srv.proc.poll() is not None
         oom = "out of memory" in srv.log_text()[log_mark:].lower()
-        return {"ok": ok and not died and not oom, "prompt_tokens": len(ids), "seconds": round(time.monotonic() - t0, 1),
-                "usage": usage, "error": err, "runtime_oom": oom, "server_died": died,
-                "gpu_used_before": before, "gpu_used_peak": peak.peak}
+        err = "request never scheduled (vLLM kept it waiting with 0 running)" if stalled else res["err"]
+        return {"ok": res["ok"] and not died and not oom and not stalled, "prompt_tokens": len(ids),
+                "seconds": round(time.monotonic() - t0, 1), "usage": res["usage"], "error": err, "runtime_oom": oom,
+                "server_died": died, "stalled": stalled, "gpu_used_before": before, "gpu_used_peak": peak.peak}
 
     def _ids(self, n: int, seed: int) -> list[int]:
         vocab = self.d.model.arch.vocab_size

@@ -6,7 +6,8 @@ from typing import Any
 
 from tabulate import tabulate
 
-from .predict import Prediction
+from .gpufacts import gdn_prefill_path
+from .predict import Answer, Prediction
 from .units import GiB, MiB
 
 
@@ -19,7 +20,11 @@ def header(p: Prediction) -> str:
     a = d.model.arch
     mode = "eager" if d.enforce_eager else f"CUDA graphs ({d.compile_cache} compile cache)"
     mtp = f"{d.speculative_method.upper()} {d.spec_tokens} tokens" if d.spec_tokens else "no speculative decoding"
-    return (f"{d.model.ref} ({d.model.description}) on {d.gpu.name} ({d.gpu.total_gib:.2f} GiB as CUDA reports it)\n"
+    b = p.budget
+    return (f"{d.model.ref} ({d.model.description}) on {d.gpu.name} ({d.gpu.total_gib:.2f} GiB as CUDA reports it"
+            f"{'' if d.gpu.measured else ', ' + d.gpu.source.split(':')[0].split(' (')[0]}"
+            f"{f'; {d.gpu.sms} SMs, {d.gpu.architecture}' if d.gpu.sms else ''}; attention {b.backend.label}"
+            + (f", GDN prefill {gdn_prefill_path(d.gpu)}" if d.model.arch.is_hybrid else "") + ")\n"
             f"vLLM {d.rules.version} | GMU {d.gmu:.2f} | KV {d.kv_cache_dtype} | {mode} | {mtp} | "
             f"max_num_seqs {d.max_num_seqs} | max_num_batched_tokens {d.max_num_batched_tokens} | TP {d.tp}"
             + (" | prefix caching" if d.enable_prefix_caching else "")
@@ -36,16 +41,18 @@ def budget_table(p: Prediction) -> str:
         ["weights (target)", g(b.weights_bytes), f"{wsrc} + load overhead"],
         ["MTP drafter weights", g(b.mtp_weights_bytes), "fc + decoder layer(s); shares embed/lm_head" if d.mtp else "off"],
         ["activation peak (profile_run)", g(b.activation_bytes),
-         "base + tokens x MLP width + sampler" + ("" if d.enforce_eager else f" + {d.compile_cache} compile")],
+         "base + tokens x MLP width + sampler" + ("" if d.enforce_eager else f" + {d.compile_cache} compile")
+         + (f" + {b.backend.name} workspace {b.backend.profiled_bytes / MiB:.0f} MiB" if b.backend.profiled_bytes else "")],
         ["non-torch memory", g(b.non_torch_bytes), "measured (NCCL, cuBLAS workspaces)"],
         ["CUDA graphs (estimate)", g(b.cudagraph_bytes),
          f"{b.num_cudagraphs} graphs" + ("" if b.cudagraph_in_budget else ", not subtracted by this version")
          if not d.enforce_eager else "eager: none"],
         ["= non-KV total", g(b.non_kv_bytes), ""],
         ["KV cache available", g(b.available_kv_bytes), "budget - non-KV"],
-        ["CUDA context (outside budget)", g(b.cuda_context_bytes), "must leave free >= budget"],
-        ["left outside budget at runtime", g(b.runtime_margin_bytes),
-         f"GDN prefill growth ~{g(b.runtime_growth_bytes)}" if b.runtime_growth_bytes else ""],
+        ["CUDA context (outside budget)", g(b.cuda_context_bytes),
+         ("measured" if b.cuda_context.measured else f"ESTIMATE ({d.gpu.sms or '?'} SMs; gpu_facts.json)")
+         + "; must leave free >= budget"],
+        ["left outside budget at runtime", g(b.runtime_margin_bytes), "free at start - budget"],
     ]
     return tabulate(rows, headers=["term", "GiB", "from"], tablefmt="simple", disable_numparse=True)
 
@@ -70,8 +77,77 @@ def plan_table(p: Prediction) -> str:
     return tabulate(rows, headers=["KV plan", "value", "how"], tablefmt="simple", disable_numparse=True)
 
 
-def prediction_text(p: Prediction) -> str:
-    parts = [header(p), "", budget_table(p), "", plan_table(p), ""]
+def _fix(p: Prediction) -> str:
+    """The one change that makes the asked-for length start."""
+    d = p.deployment
+    if p.plan.ceiling and p.budget.available_kv_bytes > 0:
+        from .planner import kv_needed_bytes
+        from .predict import layout_for, min_gmu_for_bytes
+
+        g = min_gmu_for_bytes(d, p.budget.non_kv_bytes, kv_needed_bytes(layout_for(d), d.max_model_len, d.rules))
+        return (f"pass --max-model-len {p.ceiling} (or auto)"
+                + (f", or raise --gpu-memory-utilization to {g:.2f}" if g and g > d.gmu else ""))
+    return p.reasons[0] if p.reasons else "see below"
+
+
+def _short(source: str, n: int = 110) -> str:
+    s = source.replace("measured: ", "").replace("estimate: ", "")
+    return s if len(s) <= n else s[: n - 3].rsplit(" ", 1)[0] + "..."
+
+
+def answer_lines(a: Answer) -> list[str]:
+    """The headline, before any table: ceilings on the first boot and after a restart, whether the
+    asked-for max_model_len starts, the one change that makes it start, and whether it serves."""
+    f, r = a.first_boot, a.restart
+    d = r.deployment
+    fc = f.ceiling if f.plan.ceiling else 0
+    rc = r.ceiling if r.plan.ceiling else 0
+    lines = []
+    if a.same:
+        lines.append(f"Longest context: {rc:,} tokens (eager: every boot gets the same KV cache).")
+    else:
+        lines.append(f"Longest context: {fc:,} tokens on the first boot after a change (torch.compile runs cold), "
+                     f"{rc:,} after a restart (compile cache warm).")
+    what = f"max_model_len {d.max_model_len:,}" + ("" if d.max_model_len_given else " (vLLM's default: the model's maximum)")
+    if d.auto_fit:
+        lines.append(f"--max-model-len auto: vLLM fits it to {f.max_model_len:,} on a first boot"
+                     + ("" if a.same else f", {r.max_model_len:,} on a restart") + ".")
+    elif f.starts and r.starts:
+        lines.append(f"{what} starts" + ("" if a.same else " on both boots") + ".")
+    elif r.starts:
+        lines.append(f"{what} starts after a restart but not on the first boot: keep Restart=on-failure "
+                     f"(systemd) or start cold with --max-model-len {fc:,}.")
+    else:
+        lines.append(f"{what} does not start: {_fix(r)}.")
+    rt = r.runtime
+    if rt is not None and r.budget.available_kv_bytes > 0:
+        sg = f"highest GMU that serves it: {r.max_serving_gmu:.2f}" if r.max_serving_gmu else "no GMU serves it"
+        lines.append(f"{'Serves' if rt.serves else 'MAY NOT SERVE'}: a {rt.prompt_tokens:,}-token prompt needs "
+                     f"~{rt.need_bytes / GiB:.2f} GiB outside the budget, {rt.margin_bytes / GiB:.2f} GiB is left "
+                     f"({sg}).")
+    if d.defaults:
+        lines.append(f"Not chosen by you (vLLM {d.rules.version} defaults on this GPU): {', '.join(d.defaults)}.")
+    if r.estimated:
+        lines.append(f"Estimated, not measured here: {'; '.join(r.estimated)}.")
+    return lines
+
+
+def runtime_table(p: Prediction) -> str:
+    rt = p.runtime
+    if rt is None:
+        return ""
+    rows = [[t.name, g(t.bytes), ("measured: " if t.measured else "") + _short(t.source)] for t in rt.terms]
+    rows += [["= needed outside the budget", g(rt.need_bytes), f"a {rt.prompt_tokens:,}-token prompt"],
+             ["left outside the budget", g(rt.margin_bytes), "free at start - budget"]]
+    return tabulate(rows, headers=["after startup", "GiB", "from"], tablefmt="simple", disable_numparse=True)
+
+
+def prediction_text(p: Prediction, a: Answer | None = None) -> str:
+    parts = (answer_lines(a) + [""]) if a else []
+    parts += [header(p), "", budget_table(p), "", plan_table(p), ""]
+    rt = runtime_table(p)
+    if rt:
+        parts += [rt, ""]
     if p.starts:
         parts.append(f"STARTS: max_model_len {p.max_model_len:,} fits; the ceiling at GMU {p.deployment.gmu:.2f} "
                      f"is {p.ceiling:,} tokens.")
@@ -81,12 +157,26 @@ def prediction_text(p: Prediction) -> str:
     return "\n".join(parts)
 
 
-def table_text(t: dict[str, Any], target: dict[str, float | None] | None, tokens: int | None) -> str:
+def table_text(t: dict[str, Any], target: dict[str, float | None] | None, tokens: int | None,
+               target_first: dict[str, float | None] | None = None) -> str:
+    """Graph columns show 'first boot / restart'; eager columns one figure (both boots are the same)."""
     cols = t["columns"]
-    rows = [[f"{r['gmu']:.2f}"] + [f"{r['ceilings'][c]:,}" if r["ceilings"][c] else "-" for c in cols] for r in t["rows"]]
+
+    def cell(r: dict[str, Any], col: str) -> str:
+        warm, cold = r["ceilings"][col], r["ceilings_first_boot"][col]
+        fmt = lambda v: f"{v:,}" if v else "-"  # noqa: E731
+        return fmt(warm) if warm == cold else f"{fmt(cold)} / {fmt(warm)}"
+
+    rows = [[f"{r['gmu']:.2f}"] + [cell(r, c) for c in cols] for r in t["rows"]]
     out = tabulate(rows, headers=["GMU"] + cols, tablefmt="simple", disable_numparse=True, stralign="right")
     if target is not None:
-        cells = [f"{v:.2f}" if v is not None else "none" for v in target.values()]
-        out += "\n\n" + tabulate([[f"{tokens:,}"] + cells], headers=["smallest GMU for"] + cols,
+        def gm(col: str) -> str:
+            w = target.get(col)
+            f = (target_first or {}).get(col, w)
+            s = lambda v: f"{v:.2f}" if v is not None else "none"  # noqa: E731
+            return s(w) if f == w else f"{s(f)} / {s(w)}"
+
+        out += "\n\n" + tabulate([[f"{tokens:,}"] + [gm(c) for c in cols]], headers=["smallest GMU for"] + cols,
                                  tablefmt="simple", disable_numparse=True, stralign="right")
-    return out + "\n(ceiling = longest max_model_len that starts; '-' = does not start)"
+    return out + ("\n(ceiling = longest max_model_len that starts; graph columns: first boot after a change / "
+                  "restart with the compile cache warm; '-' = does not start)")

@@ -1,0 +1,59 @@
+"""Answer first (issue 7): the headline lines, the JSON keys, the table's two boots and `plan`."""
+
+import json
+
+from typer.testing import CliRunner
+
+from vrambudget.cli import _mtp_default, app
+
+runner = CliRunner()
+
+
+def run(*a):
+    return runner.invoke(app, _mtp_default(list(a)))
+
+
+def test_predict_opens_with_both_boots_and_the_fix():
+    r = run("predict", "--gpu", "4060ti", "--mtp", "--gmu", "0.95")
+    lines = r.output.splitlines()
+    assert lines[0].startswith("Longest context: ") and "first boot" in lines[0] and "after a restart" in lines[0]
+    assert "does not start: pass --max-model-len" in lines[1]
+    assert any(ln.startswith("Not chosen by you (vLLM") and "max_num_seqs 256" in ln for ln in lines[:6])
+    assert r.output.index("Longest context") < r.output.index("term ")  # before any table
+
+
+def test_json_adds_first_boot_and_restart_ceilings():
+    out = json.loads(run("predict", "--gpu", "4060ti", "--mtp", "--kv-cache-dtype", "fp8", "--max-num-seqs", "8",
+                         "--vllm-version", "0.20.2", "--gmu", "0.90", "--max-model-len", "65536", "--json").output)
+    assert out["max_model_len_ceiling_first_boot"] < 65536 <= out["max_model_len_ceiling_restart"]
+    assert out["starts_first_boot"] is False and out["starts_restart"] is True
+    assert "requested_bytes" in out and "fits" in out  # every earlier key stays
+
+
+def test_table_shows_first_boot_and_restart():
+    t = json.loads(run("table", "--gpu", "4060ti", "--kv-cache-dtype", "fp8", "--max-num-seqs", "8", "--json",
+                       "--target-context", "64k").output)
+    row = t["rows"][10]
+    assert row["ceilings_first_boot"]["graphs"] < row["ceilings"]["graphs"]
+    assert row["ceilings_first_boot"]["eager"] == row["ceilings"]["eager"]
+    assert t["min_gmu_first_boot"]["graphs"] > t["min_gmu"]["graphs"]
+    text = run("table", "--gpu", "4060ti", "--kv-cache-dtype", "fp8", "--max-num-seqs", "8").output
+    assert " / " in text and "first boot after a change / restart" in text
+
+
+def test_plan_picks_graphs_and_mtp_where_it_fits_and_not_beyond():
+    base = ["plan", "--gpu", "4060ti", "--kv-cache-dtype", "fp8", "--max-num-seqs", "8", "--enable-prefix-caching",
+            "--vllm-version", "0.20.2", "--checkpoint", "org/Qwen3.5-9B-AWQ", "--json"]
+    short = json.loads(run(*base, "--target-context", "64k").output)
+    assert short["chosen"] == "CUDA graphs + MTP" and "--speculative-config" in short["command"]["argv"]
+    long = json.loads(run(*base, "--target-context", "240k").output)
+    assert long["chosen"] != "CUDA graphs + MTP"
+    nothing = run("plan", "--model", "qwen3.5-27b", "--gpu", "4060ti", "--target-context", "200k")
+    assert nothing.exit_code == 1 and "Would:" in nothing.output and "tensor-parallel-size 2" in nothing.output
+
+
+def test_bad_values_are_one_line_errors():
+    for args in (["predict", "--available-kv-gib", "-3"], ["predict", "--gpu-memory", ""],
+                 ["predict", "--prompt-tokens", "0"], ["table", "--gmu-step", "0"], ["plan", "--target-context", "x"]):
+        r = run(*args)
+        assert r.exit_code == 2 and r.output.startswith("error: ") and r.output.count("\n") == 1, args
