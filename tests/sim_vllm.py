@@ -5,7 +5,8 @@ It reads a hidden ground truth (JSON file named by $SIMVLLM_TRUTH), prints the r
 log lines for it (the planner, verified on real logs, gives the KV figures), serves /health,
 /v1/models and /v1/completions on --port, and can misbehave on request:
   faults.crash, faults.hang, faults.oom_profiling, faults.fail_first_cold_boot,
-  faults.runtime_oom_above (prompt tokens), faults.insufficient_free.
+  faults.runtime_oom_above (prompt tokens), faults.runtime_oom_after_tokens (prompt tokens served in
+  all, the multi-turn cliff), faults.insufficient_free.
 It also starts a child process in its own process group, so tests can check the probe stops the
 whole group. Every start is appended to $state_dir/starts.log.
 """
@@ -165,6 +166,8 @@ def main() -> int:
         say(f"INFO 11-21 05:36:19 [v1/worker/gpu_model_runner.py:6133] Graph capturing finished in 2 secs, took {cg:.2f} GiB")
     say("INFO 11-21 05:32:36 [v1/engine/core.py:306] init engine (profile, create kv cache, warmup model) took 9.64 s")
     oom_above = faults.get("runtime_oom_above")
+    oom_after = faults.get("runtime_oom_after_tokens")  # allocator growth across requests (multi-turn cliff)
+    served = [0]
 
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *a):  # keep the log vLLM-like
@@ -192,7 +195,8 @@ def main() -> int:
             if n + body.get("max_tokens", 16) > L:
                 self._send(400, {"error": f"prompt of {n} tokens exceeds max_model_len {L}"})
                 return
-            if oom_above is not None and n > oom_above:
+            served[0] += n
+            if (oom_above is not None and n > oom_above) or (oom_after is not None and served[0] > oom_after):
                 say("ERROR 11-21 05:40:00 [v1/engine/core.py:900] torch.OutOfMemoryError: CUDA out of memory. "
                     "Tried to allocate 512.00 MiB (simulated GDN prefill buffers)")
                 os._exit(1)

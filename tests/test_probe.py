@@ -211,3 +211,56 @@ def test_a_reused_runs_dir_keeps_every_earlier_log_and_record(sim, tmp_path):
     logs = sorted((tmp_path / "runs").glob("startup-*.log"))
     recs = read_jsonl(tmp_path / "runs" / "records.jsonl")
     assert len(logs) == len(recs) == len({r["log"] for r in recs}) >= 4
+
+
+FAKE_BLOCKER = ("import sys\nprint('READY', int(sys.argv[1]), 85017493504, flush=True)\n"
+                "open(sys.argv[1] and __import__('os').environ['BLOCKER_PIDFILE'], 'w').write(str(__import__('os').getpid()))\n"
+                "sys.stdin.read()\n")
+
+
+def test_simulated_card_and_multi_turn_verify(sim, tmp_path, monkeypatch):
+    """--simulate-gpu: a blocker (here a stand-in that holds nothing) is started before the first vLLM,
+    vLLM gets the GMU that gives the small card's budget on the big GPU, the verify runs a long prompt
+    then a multi-turn session, every record says it was simulated, and the blocker is gone at the end."""
+    truth = sim(total_gib=79.18)
+    script = tmp_path / "blocker.py"
+    script.write_text(FAKE_BLOCKER)
+    pidfile = tmp_path / "blocker.pid"
+    monkeypatch.setenv("BLOCKER_PIDFILE", str(pidfile))
+    card = gpus.lookup("3090")
+    d = resolve(resolve_model("qwen3.5-9b"), gpus.lookup("h100"), rules_for("0.20.2"),
+                Flags(gpu_memory_utilization=0.95, kv_cache_dtype="fp8", enforce_eager=True, max_num_seqs=8,
+                      max_num_batched_tokens=2048))
+    d = d.with_(gpu=card)
+    p, lines = prober(tmp_path, d, simulate_free_bytes=card.total_bytes - 300 * 2**20, real_total_bytes=85017493504,
+                      real_context_bytes=552402944, blocker_cmd=[sys.executable, str(script)], turn_tokens=20000,
+                      max_turns=3)
+    out = p.bisect()
+    assert out["ceiling"] > 0 and any("simulating" in ln for ln in lines)
+    gmu_arg = starts(truth)[0]["argv"][starts(truth)[0]["argv"].index("--gpu-memory-utilization") + 1]
+    assert abs(math.ceil(85017493504 * float(gmu_arg)) - math.ceil(card.total_bytes * 0.95)) < 64  # the card's budget
+    recs = read_jsonl(tmp_path / "runs" / "records.jsonl")
+    assert all(r["simulated"]["free_bytes"] == card.total_bytes - 300 * 2**20 for r in recs if "simulated" in r)
+    verify = [r for r in recs if r.get("kind") == "verify"][-1]["verify"]
+    kinds = [s["kind"] for s in verify["stages"]]
+    assert kinds == ["long_prompt", "multi_turn"] and verify["ok"]
+    turns = verify["stages"][1]["turns"]
+    assert [t["prompt_tokens"] for t in turns][:2] == [20000, 40000]  # the context grows turn by turn
+    pid = int(pidfile.read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+def test_multi_turn_runtime_oom_fails_the_verify(sim, tmp_path):
+    """A session that OOMs once 50,000 prompt tokens were served in all (the long prompt passes, a later
+    turn dies): the verify fails in its multi-turn stage and the ceiling comes down."""
+    truth = sim(faults={"runtime_oom_after_tokens": 50000})
+    d = deployment()
+    p, lines = prober(tmp_path, d, max_startups=10, turn_tokens=10000, max_turns=6, verify_fraction=0.3)
+    out = p.bisect()
+    verifies = [r for r in read_jsonl(tmp_path / "runs" / "records.jsonl") if r.get("kind") == "verify"]
+    failed = [v["verify"] for v in verifies if not v["verify"]["ok"]]
+    assert failed and failed[0]["stages"][0]["ok"] and failed[0]["stages"][-1]["kind"] == "multi_turn"
+    assert failed[0]["runtime_oom"] and failed[0]["stages"][-1]["turns"][-1]["runtime_oom"]
+    assert any("verify turn" in ln for ln in lines)
+    assert truth_ceiling(truth, d) > out.get("ceiling", 0)
