@@ -36,7 +36,7 @@ class Budget:
     free_at_start_measured: bool  # read through NVML with --gpu auto (else total - context - others)
     weights_source: str
     num_cudagraphs: int
-    backend: Backend  # the attention backend vLLM picks; its workspace is in activation_bytes
+    backend: Backend  # the attention backend vLLM picks; its profiled workspace is in activation_bytes
 
     @property
     def cuda_context_bytes(self) -> int:
@@ -121,7 +121,7 @@ class Features:
     num_cudagraphs: int
     with_encoder: bool
     cudagraph_in_budget: bool
-    backend_bytes: int = 0  # the attention backend's workspace in the profiled peak (FlashInfer: 394 MiB)
+    backend_bytes: int = 0  # the attention backend's workspace inside the profiled peak (gpu_facts.json)
 
 
 def features(d: Deployment, w: WeightBytes | None = None) -> Features:

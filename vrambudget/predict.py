@@ -112,8 +112,8 @@ def estimated_terms(d: Deployment, b: Budget) -> list[str]:
     if not b.cuda_context.measured:
         out.append("CUDA context (SM-count model)" if d.gpu.sms else "CUDA context (H200 figure)")
     if b.backend.name != "FLASH_ATTN":
-        out.append(f"{b.backend.label} backend (picked from vLLM source; its 394 MiB workspace sits outside the "
-                   "profiled peak, where it lands after startup is NOT MEASURED)")
+        out.append(f"{b.backend.label} backend (picked from vLLM source; where its workspace lands after startup "
+                   "is NOT MEASURED)")
     if d.gpu.key not in ("h100", "h200"):
         out.append("activation/non-torch/graph coefficients (fitted on H100/H200)")
     if d.rules.version != "0.20":
@@ -237,12 +237,9 @@ def ceiling_table(d: Deployment, c: Coefficients, gmus: list[float], mtp_tokens:
         cells, first = {}, {}
         for col in cols:
             dd = d.with_(gmu=g, enforce_eager=col.enforce_eager, spec_tokens=col.spec_tokens, auto_fit=True)
-            for cache, out in (("warm", cells), ("cold", first)):
-                if col.enforce_eager and cache == "cold":
-                    first[col.label] = cells[col.label]
-                    continue
-                p = predict(dd.with_(compile_cache=cache) if not col.enforce_eager else dd, c, w)
-                out[col.label] = p.ceiling if p.starts else 0
+            a = answer(dd, c, w)
+            cells[col.label] = a.restart.ceiling if a.restart.starts else 0
+            first[col.label] = a.first_boot.ceiling if a.first_boot.starts else 0
         rows.append({"gmu": g, "ceilings": cells, "ceilings_first_boot": first})
     return {"columns": [col.label for col in cols], "rows": rows,
             "about": "ceilings: after a restart (compile cache warm); ceilings_first_boot: the first boot after a "
