@@ -6,7 +6,8 @@ log lines for it (the planner, verified on real logs, gives the KV figures), ser
 /v1/models and /v1/completions on --port, and can misbehave on request:
   faults.crash, faults.hang, faults.oom_profiling, faults.fail_first_cold_boot,
   faults.runtime_oom_above (prompt tokens), faults.runtime_oom_after_tokens (prompt tokens served in
-  all, the multi-turn cliff), faults.insufficient_free.
+  all, the multi-turn cliff), faults.runtime_need_gib (what a prompt needs beyond the budget: a
+  request OOMs when free-at-start minus the budget is less), faults.insufficient_free.
 It also starts a child process in its own process group, so tests can check the probe stops the
 whole group. Every start is appended to $state_dir/starts.log.
 """
@@ -167,6 +168,8 @@ def main() -> int:
     say("INFO 11-21 05:32:36 [v1/engine/core.py:306] init engine (profile, create kv cache, warmup model) took 9.64 s")
     oom_above = faults.get("runtime_oom_above")
     oom_after = faults.get("runtime_oom_after_tokens")  # allocator growth across requests (multi-turn cliff)
+    need = faults.get("runtime_need_gib")
+    margin = free - requested
     served = [0]
 
     class Handler(BaseHTTPRequestHandler):
@@ -196,7 +199,8 @@ def main() -> int:
                 self._send(400, {"error": f"prompt of {n} tokens exceeds max_model_len {L}"})
                 return
             served[0] += n
-            if (oom_above is not None and n > oom_above) or (oom_after is not None and served[0] > oom_after):
+            short = need is not None and margin < need * GiB
+            if (oom_above is not None and n > oom_above) or (oom_after is not None and served[0] > oom_after) or short:
                 say("ERROR 11-21 05:40:00 [v1/engine/core.py:900] torch.OutOfMemoryError: CUDA out of memory. "
                     "Tried to allocate 512.00 MiB (simulated GDN prefill buffers)")
                 os._exit(1)

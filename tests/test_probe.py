@@ -28,10 +28,10 @@ BASE = {"total_gib": 79.18, "weights_gib": 16.80, "mtp_gib": 0.46, "activation_g
         "cold_extra_gib": 1.6, "warm_extra_gib": 0.03, "cudagraph_gib": 0.12, "model_profile": "qwen3.5-9b"}
 
 
-def deployment(gmu=0.25, eager=True, k=2):
+def deployment(gmu=0.25, eager=True, k=2, mnbt=2048):
     return resolve(resolve_model("qwen3.5-9b"), gpus.lookup("h100"), rules_for("0.20.2"),
                    Flags(gpu_memory_utilization=gmu, kv_cache_dtype="fp8", enforce_eager=eager,
-                         num_speculative_tokens=k, max_num_seqs=8, max_num_batched_tokens=2048))
+                         num_speculative_tokens=k, max_num_seqs=8, max_num_batched_tokens=mnbt))
 
 
 def truth_ceiling(truth, d, compile_state=None):
@@ -129,6 +129,31 @@ def test_runtime_oom_lowers_the_ceiling(sim, tmp_path):
     assert any(v["verify"]["ok"] and v["max_model_len"] == out["ceiling"] for v in verifies)
     failed = [v["max_model_len"] for v in verifies if not v["verify"]["ok"]]
     assert min(failed) - out["ceiling"] <= 1072  # the ceiling is within one block of what failed
+
+
+def test_runtime_oom_of_the_margin_lowers_the_gmu(sim, tmp_path):
+    """A length that starts at GMU 0.99 but whose prompt needs more than the 0.28 GiB left outside the
+    budget: the probe records the runtime OOM and moves to the highest GMU predict says serves."""
+    from vrambudget.predict import predict
+
+    d = deployment(gmu=0.99, mnbt=8192)
+    sim(faults={"runtime_need_gib": 0.6})
+    p, lines = prober(tmp_path, d, max_startups=6, max_model_len=32768)
+    out = p.bisect()
+    pred = predict(d.with_(max_model_len=32768), coefficients.load("0.20"), prompt_tokens=32096)
+    assert pred.starts and not pred.runtime.serves and pred.max_serving_gmu == 0.98
+    assert out["runtime_oom_gmus"] == [0.99] and out["gmu"] == 0.98 and out["ceiling"] == 32768
+    verifies = [r for r in read_jsonl(tmp_path / "runs" / "records.jsonl") if r.get("kind") == "verify"]
+    assert [(v["gmu"], v["verify"]["ok"]) for v in verifies] == [(0.99, False), (0.98, True)]
+    assert verifies[0]["verify"]["server_died"] and any("runtime OOM at GMU 0.99" in x for x in lines)
+
+
+def test_target_stops_on_a_runtime_oom(sim, tmp_path):
+    d = deployment(gmu=0.99, mnbt=8192)
+    sim(faults={"runtime_need_gib": 200.0})  # no GMU leaves that much outside the budget
+    p, _ = prober(tmp_path, d, max_startups=4)
+    out = p.target(20000)
+    assert out["failed"] == "runtime_oom" and len(out["runtime_oom_gmus"]) == 1 and out["startups"] == 1
 
 
 @pytest.mark.parametrize("fault,outcome", [({"crash": True}, "crashed"), ({"oom_profiling": True}, "oom_profiling"),

@@ -353,6 +353,8 @@ def probe(model: ModelOpt = None, gpu: GpuOpt = "auto", gpu_memory: GpuMemOpt = 
           free_memory: Annotated[Optional[str], typer.Option("--free-memory", help="With --simulate-gpu or "
                                  "--gpu-memory: the free memory vLLM should see at start (default: the card's total "
                                  "less its CUDA context).")] = None,
+          max_model_len_cap: Annotated[Optional[str], typer.Option("--max-model-len", help="Bisect no higher than "
+                                       "this context (32768, 64k): the length you want to serve.")] = None,
           turn_tokens: Annotated[int, typer.Option("--turn-tokens", min=0, help="Verify also with a multi-turn "
                                  "session whose context grows by this many tokens a turn (0: off).")] = 0,
           max_turns: Annotated[int, typer.Option("--max-turns", min=1, help="Turns of the multi-turn verify.")] = 12,
@@ -379,7 +381,8 @@ def probe(model: ModelOpt = None, gpu: GpuOpt = "auto", gpu_memory: GpuMemOpt = 
         opts = ProbeOptions(vllm_cmd=shlex.split(vllm_cmd), port=port, dummy_weights=dummy_weights,
                             startup_timeout=startup_timeout, extra_args=shlex.split(extra_args), runs_dir=rd,
                             verify=verify, allow_shared_gpu=allow_shared_gpu, max_startups=max_startups,
-                            turn_tokens=turn_tokens, max_turns=max_turns, **sim_opts)
+                            turn_tokens=turn_tokens, max_turns=max_turns,
+                            max_model_len=parse_tokens(max_model_len_cap) if max_model_len_cap else None, **sim_opts)
         prober = Prober(d, c, opts, report=lambda line: typer.echo(line, err=json_out))
         summary = prober.target(parse_tokens(target_context)) if target_context else prober.bisect()
         if refit and prober.records_path.exists():
@@ -420,8 +423,13 @@ def _print_probe_summary(s: dict) -> None:
     if s.get("failed"):
         typer.echo(f"probe stopped: {s['failed'].replace('_', ' ')} (logs and records: {s['records']})")
     elif s["mode"] == "bisect":
-        typer.echo(f"ceiling: max_model_len {s['ceiling']:,} (predicted {s.get('predicted', 0):,}) "
+        ooms = s.get("runtime_oom_gmus") or []
+        at = f" at GMU {s['gmu']:.2f}" if s.get("gmu") is not None else ""
+        typer.echo(f"ceiling{at}: max_model_len {s['ceiling']:,} (predicted {s.get('predicted', 0):,}) "
                    f"in {s['startups']} startups; records: {s['records']}")
+        if ooms:
+            typer.echo("started but ran out of memory serving at GMU " + ", ".join(f"{g:.2f}" for g in ooms)
+                       + " (a startup-only check would have certified it)")
     else:
         g = s.get("min_gmu")
         typer.echo(f"smallest GMU for {s['tokens']:,} tokens: {g:.2f}" if g else

@@ -61,6 +61,7 @@ class ProbeOptions:
     max_turns: int = 12
     multi_turn_seconds: float = 900.0
     stall_seconds: float = 120.0  # a request waiting unscheduled this long (vLLM's stats lines) fails the verify
+    max_model_len: int | None = None  # bisect no higher than this (the context the user wants to serve)
 
 
 @dataclass
@@ -404,6 +405,9 @@ class Prober:
     def _bisect(self) -> dict[str, Any]:
         """Invariant: `lo` started, `hi` did not start or did not serve (exclusive bound)."""
         gmu, max_len, b = self.d.gmu, self.d.model.arch.max_position_embeddings, self.block
+        if self.opts.max_model_len:
+            max_len = min(max_len, self.opts.max_model_len)
+        runtime_ooms: list[float] = []  # GMUs at which a length started but a request ran out of memory
         # graph mode: every new max_model_len is a new compile-cache key, so its first boot is cold and
         # a cold failure is retried warm; aim at the warm ceiling from the start
         start = self.d if self.d.enforce_eager else self.d.with_(compile_cache="warm")
@@ -413,7 +417,7 @@ class Prober:
         serve_failed = False  # after a runtime OOM every started candidate is verified
         cand = self._round(predicted) if predicted else b
         while True:
-            cand = max(b, min(cand, max_len, self._round(hi - 1)))
+            cand = max(b, min(cand, max_len, max_len if hi > max_len else self._round(hi - 1)))
             att, srv = self.run_startup(gmu, cand, "bisect", keep=self.opts.verify)
             f = att.facts
             if att.outcome == "started":
@@ -431,6 +435,17 @@ class Prober:
                     srv.stop()
                     self._release()
                     self._rewrite_verify(att)
+                    lower = self._serving_gmu(gmu, att) if not ok and self._runtime_oom(att) else None
+                    if lower is not None:
+                        # it started, then ran out of memory outside the budget, as predicted for this GMU:
+                        # a lower GMU leaves more room (a length-bound OOM lowers the length below)
+                        runtime_ooms.append(gmu)
+                        self.report(f"[{att.n}] runtime OOM at GMU {gmu:.2f} (a startup-only probe would have "
+                                    f"certified it); trying GMU {lower:.2f}, the highest predicted to serve")
+                        gmu, lo, hi, served, serve_failed = lower, 0, max_len + 1, 0, False
+                        continue
+                    if not ok and self._runtime_oom(att):
+                        runtime_ooms.append(gmu)
                     if not ok:  # it starts but does not serve: the ceiling is lower
                         serve_failed, hi = True, cand
                         nxt = self._mid(served, hi) if served else self._round(int(cand * 0.9))
@@ -443,7 +458,8 @@ class Prober:
                     cand = self._mid(cand, hi)
                     if cand > served:
                         continue
-                return self._summary("bisect", ceiling=served, predicted=predicted, bracket=[served, hi])
+                return self._summary("bisect", ceiling=served, predicted=predicted, bracket=[served, hi],
+                                     gmu=gmu, runtime_oom_gmus=runtime_ooms)
             if att.outcome == "kv_too_small":
                 hi = min(hi, cand)
                 est = f.estimated_max_model_len
@@ -459,6 +475,20 @@ class Prober:
                 cand = nxt
                 continue
             return self._summary("bisect", failed=att, predicted=predicted)
+
+    @staticmethod
+    def _runtime_oom(att: Attempt) -> bool:
+        v = att.verify or {}
+        return bool(v.get("runtime_oom") or v.get("server_died")) and not v.get("stalled")
+
+    def _serving_gmu(self, gmu: float, att: Attempt) -> float | None:
+        """After a runtime OOM at `gmu`: predict's highest GMU that serves the verify prompt, when it is
+        lower than `gmu` (the OOM is the margin's); None when the model says `gmu` should have served."""
+        n = int(att.max_model_len * self.opts.verify_fraction)
+        p = predict(self.d.with_(gmu=gmu, max_model_len=att.max_model_len, auto_fit=False), self.c,
+                    prompt_tokens=n)
+        g = p.max_serving_gmu
+        return g if g is not None and 0.05 <= g < gmu else None
 
     def _mid(self, lo: int, hi: int) -> int:
         return self._round(lo + (hi - lo) // 2) if hi - lo > self.block else lo
@@ -492,7 +522,10 @@ class Prober:
                     srv.stop()
                     self._release()
                     self._rewrite_verify(att)
-                if not served:  # starts but does not serve: more memory outside the KV cache
+                if not served and self._runtime_oom(att):
+                    # a higher GMU leaves even less room outside the budget: no GMU serves these tokens
+                    return self._summary("target", failed="runtime_oom", tokens=tokens, runtime_oom_gmus=[g])
+                if not served:  # started, but the request was never scheduled: more KV cache
                     bad_g, g = g, round(g + 0.01, 2)
                     continue
                 ok_g = g

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The lab session on the GPU host (device tool): bash benchmarks/lab/run.sh STEP...
 # Steps: ctx (CUDA context per process, no vLLM), unpack, one JSON startup per "s:NAME:JSON" argument,
-# "probe:NAME:ARGS" (a vrambudget probe run). Each step's output goes to $OUT/NAME.log; state in /tmp/lab.
+# "probe:NAME:ARGS" (a vrambudget probe run; LAB_EXTRA: more vLLM flags), cache (JIT caches to $OUT). Each step's output goes to $OUT/NAME.log; state in /tmp/lab.
 set -uo pipefail
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
 mkdir -p /tmp/lab /tmp/parts /tmp/site
@@ -26,12 +26,14 @@ print('LAB ctx total',t,'used_after_init',t-f0,'used_after_first_alloc',t-f1,'sm
         timeout "${LAB_STEP_TIMEOUT:-560}" python3 "$here/startup.py" "$json" > "/tmp/lab/$tag.log" 2>&1
       echo "rc $?" >> "/tmp/lab/$tag.log"; grep -q "LAB done" "/tmp/lab/$tag.log" && touch "/tmp/lab/$tag.done"
       cp "/tmp/lab/$tag.log" "$OUT/$tag.log"; grep -E "^LAB|Available KV|Model loading took|torch peak|rc " "/tmp/lab/$tag.log" | tail -15;;
+    cache)  # the JIT caches a first Qwen3.5 boot builds (Triton/FLA, FlashInfer), for a later host
+      tar -C ~ -czf "$OUT/jit-cache.tgz" .triton/cache .cache/flashinfer 2>/dev/null; ls -l "$OUT/jit-cache.tgz";;
     probe)
       tag=${rest%%:*}; args=${rest#*:}
       [ -f "/tmp/lab/$tag.done" ] && continue
       mkdir -p "/tmp/lab/$tag"
       PYTHONPATH=/tmp/site:$PWD timeout "${LAB_STEP_TIMEOUT:-560}" python3 -m vrambudget.cli probe $args \
-        --vllm-cmd "python3 -m vllm.entrypoints.cli.main serve" --dummy-weights --extra-args "--skip-tokenizer-init" \
+        --vllm-cmd "python3 -m vllm.entrypoints.cli.main serve" --dummy-weights --extra-args "--skip-tokenizer-init ${LAB_EXTRA:-}" \
         --runs-dir "/tmp/lab/$tag" > "/tmp/lab/$tag/probe.txt" 2>&1
       echo "rc $?" >> "/tmp/lab/$tag/probe.txt"; grep -q "^ceiling\|^smallest\|probe stopped" "/tmp/lab/$tag/probe.txt" && touch "/tmp/lab/$tag.done"
       tar -C /tmp/lab -czf "$OUT/$tag.tgz" "$tag"; tail -25 "/tmp/lab/$tag/probe.txt";;

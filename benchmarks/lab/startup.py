@@ -18,6 +18,8 @@ if cfg.get("lmo", True):
     kw["language_model_only"] = True
 if cfg.get("mtp"):
     kw["speculative_config"] = {"method": "mtp", "num_speculative_tokens": cfg["mtp"]}
+if cfg.get("gdn"):
+    kw["gdn_prefill_backend"] = cfg["gdn"]  # "triton": the FLA path every non-Hopper GPU takes
 if cfg.get("backend"):
     kw["attention_config"] = {"backend": cfg["backend"]}
 import torch  # noqa: E402
