@@ -10,7 +10,7 @@ from vrambudget.checkpoint import bundled_models
 from vrambudget.cli import app
 from vrambudget.logparse import parse_log
 from vrambudget.probe import _stalled
-from vrambudget.runtime import gdn_prefill_live_bytes, max_serving_gmu
+from vrambudget.runtime import eager_warmup_bytes, gdn_prefill_live_bytes, max_serving_gmu
 
 from .conftest import FIXTURES
 
@@ -47,7 +47,7 @@ def test_lab_margins_bracket_the_runtime_need():
         outcomes[margin] = f.outcome
         assert f.available_kv_gib == 0.65 and f.requested_gib == 9.11  # the simulated card's budget
     assert outcomes == {16: "oom_graph_capture", 64: "oom_graph_capture", 300: "started"}
-    need = gdn_prefill_live_bytes(arch("qwen3.5-4b"), 2048)
+    need = eager_warmup_bytes(arch("qwen3.5-4b").intermediate_size, 2048)  # the eager kernel warmup after the KV
     assert 64 * MiB < need <= 300 * MiB
 
 
@@ -68,17 +68,99 @@ def test_in_process_runtime_growth_is_small():
 
 
 def test_mission_predicts_the_gmu_above_which_a_long_prompt_ooms():
-    r = runner.invoke(app, ["predict", "--gpu", "4060ti", "--kv-cache-dtype", "fp8", "--mtp", "2", "--max-num-seqs", "8",
-                            "--enable-prefix-caching", "--enforce-eager", "--vllm-version", "0.20.2", "--gmu", "0.97",
-                            "--max-model-len", "auto", "--json"])
-    out = json.loads(r.output)
-    assert out["max_serving_gmu"] == 0.97 and out["runtime"]["serves"]
-    names = [t["name"] for t in out["runtime"]["terms"]]
-    assert names == ["GDN prefill live tensors", "MTP drafter chunk buffers", "allocator growth with the prompt"]
-    hot = runner.invoke(app, ["predict", "--gpu", "4060ti", "--kv-cache-dtype", "fp8", "--mtp", "2", "--max-num-seqs",
-                              "8", "--enable-prefix-caching", "--enforce-eager", "--vllm-version", "0.20.2", "--gmu",
-                              "0.99", "--max-model-len", "auto"])
-    assert "MAY NOT SERVE" in hot.output and "highest GMU that serves it is 0.97" in hot.output
+    """The mission's 4060 Ti (9B AWQ, fp8 KV so FLASHINFER, eager, MTP 2, 2048 batched tokens): the
+    terms and the highest GMU that serves the ceiling's prompt; FlashInfer's workspace is the measured one."""
+    base = ["predict", "--gpu", "4060ti", "--kv-cache-dtype", "fp8", "--mtp", "2", "--max-num-seqs", "8",
+            "--enable-prefix-caching", "--enforce-eager", "--vllm-version", "0.20.2", "--max-model-len", "auto"]
+    out = json.loads(runner.invoke(app, base + ["--gmu", "0.95", "--json"]).output)
+    assert out["max_serving_gmu"] == 0.95 and out["runtime"]["serves"]
+    terms = {t["name"]: t for t in out["runtime"]["terms"]}
+    assert list(terms) == ["FLASHINFER workspace (first request)", "GDN prefill live tensors",
+                           "MTP drafter chunk buffers", "allocator growth with the prompt"]
+    assert terms["FLASHINFER workspace (first request)"]["bytes"] == 394 * MiB
+    hot = runner.invoke(app, base + ["--gmu", "0.97"])
+    assert "MAY NOT SERVE" in hot.output and "highest GMU that serves it is 0.95" in hot.output
+
+
+def _lab_prompt(name, n):
+    line = next(ln for ln in (LAB / name).read_text().splitlines() if ln.startswith(f"LAB prompt {n} ok"))
+    v = line.split()
+    return int(v[v.index("max_reserved") + 1]) - int(v[v.index("reserved_before") + 1])
+
+
+def test_forced_backends_on_the_h100():
+    """Qwen3.5-9B, fp8 KV, eager, 8192 batched tokens, FLA GDN prefill, one 60,000-token prompt, with
+    FA3 (vLLM's pick), TRITON_ATTN and FLASHINFER forced: none adds to the profiled peak; FlashInfer's
+    394 MiB workspace arrives with the first request, which the backend data carries."""
+    from vrambudget.gpufacts import backend_named
+
+    avail = {b: parse_log((LAB / f"{b}.log").read_text()).available_kv_gib for b in ("e1", "e2", "e3")}
+    assert avail == {"e1": 21.56, "e2": 21.56, "e3": 21.56}
+    assert _lab_prompt("e1.log", 60000) == 0 and _lab_prompt("e3.log", 60000) == 2 * MiB
+    fi = _lab_prompt("e2.log", 60000)
+    assert abs(fi - backend_named("FLASHINFER").runtime_bytes(eager=True)) <= 4 * MiB
+    assert backend_named("TRITON_ATTN").runtime_bytes(eager=True) == 0
+
+
+def _sim(run):
+    recs = [json.loads(x) for x in (LAB / run / "records.jsonl").read_text().splitlines()]
+    starts = [r for r in recs if r.get("kind") != "verify"]
+    verifies = {r["gmu"]: r["verify"] for r in recs if r.get("kind") == "verify"}
+    return starts, verifies
+
+
+def _lab_deployment(gmu, eager):
+    from vrambudget import gpus
+    from vrambudget.checkpoint import resolve_model
+    from vrambudget.deployment import Flags, resolve
+    from vrambudget.vllm_rules import rules_for
+
+    # as the lab ran it: an RTX 3090's free memory and budget on an H100, where vLLM took FA3
+    return resolve(resolve_model(str(FIXTURES / "models" / "qwen3.5-9b")), gpus.lookup("rtx3090"), rules_for("0.20.2"),
+                   Flags(gpu_memory_utilization=gmu, kv_cache_dtype="fp8", enforce_eager=eager, max_num_seqs=4,
+                         max_num_batched_tokens=8192, max_model_len=65536, attention_backend="FLASH_ATTN"))
+
+
+def test_simulated_3090_runtime_oom_that_startup_would_certify():
+    """probe --simulate-gpu rtx3090 (eager, 64,209-token verify): GMU 0.97 started and then ran out of
+    memory serving; the probe moved to 0.96, which served. predict says both, and its runtime need lies
+    between the two margins it measured (the need is within 0.25 GiB of the measured bracket)."""
+    from vrambudget import coefficients
+    from vrambudget.predict import predict
+
+    starts, verifies = _sim("p4")
+    assert [s["outcome"] for s in starts] == ["started", "started"]
+    assert verifies[0.97]["runtime_oom"] and not verifies[0.97]["ok"] and verifies[0.96]["ok"]
+    c = coefficients.load("0.20")
+    hot, ok = (predict(_lab_deployment(g, True), c, prompt_tokens=64209) for g in (0.97, 0.96))
+    assert hot.starts and not hot.runtime.serves and ok.runtime.serves
+    assert hot.max_serving_gmu == 0.96
+    low, high = hot.runtime.margin_bytes, ok.runtime.margin_bytes  # it failed with `low`, served with `high`
+    assert low < hot.runtime.need_bytes <= high and high - low <= 0.25 * 1024 * MiB
+
+
+def test_simulated_3090_graphs_and_the_eager_warmup():
+    """Graph mode at GMU 0.97 served the same prompt (NVML: vLLM's peak was 0.31 GiB beyond its budget);
+    the prediction is conservative there by less than 0.25 GiB. Eager at 0.98 failed in the kernel warmup
+    after the KV cache was allocated, which predict warns of (and not at 0.97, which started)."""
+    from vrambudget import coefficients
+    from vrambudget.predict import predict
+
+    c = coefficients.load("0.20")
+    _, verifies = _sim("p3")
+    v = verifies[0.97]
+    free_line = next(x for x in (LAB / "p3" / "probe.txt").read_text().splitlines() if x.startswith("simulating"))
+    held_free = float(free_line.split("down to ")[1].split(" GiB")[0]) * 1024 * MiB  # free after the blocker
+    nvml_total = 81559 * MiB  # ctx.log: memory.total
+    p = predict(_lab_deployment(0.97, False).with_(compile_cache="warm"), c, prompt_tokens=64209)
+    vllm_peak = v["gpu_used_peak"] - (nvml_total - held_free)
+    measured = vllm_peak - 552402944 - p.budget.requested_bytes  # less the H100's CUDA context (ctx.log)
+    assert v["ok"] and 0.2 * 1024 * MiB < measured < p.runtime.margin_bytes
+    assert 0 <= p.runtime.need_bytes - measured <= 0.25 * 1024 * MiB
+    f = parse_log((LAB / "p2" / "startup-01.log").read_text())
+    assert f.outcome == "oom_graph_capture" and "Tried to allocate 192.00 MiB" in (LAB / "p2" / "startup-01.log").read_text()
+    warn = [w for w in predict(_lab_deployment(0.98, True), c).warnings if "kernel warmup" in w]
+    assert warn and not [w for w in predict(_lab_deployment(0.97, True), c).warnings if "kernel warmup" in w]
 
 
 def test_max_serving_gmu_is_exact_to_the_byte():

@@ -18,7 +18,7 @@ from .arch import ModelArch
 from .checkpoint import weights_from_tensors
 from .coefficients import Coefficients
 from .deployment import Deployment
-from .gpufacts import Backend, Fact, attention_backend, cuda_context
+from .gpufacts import Backend, Fact, attention_backend, backend_named, cuda_context
 from .weights import WeightBytes, weights_from_config
 
 
@@ -138,7 +138,8 @@ def features(d: Deployment, w: WeightBytes | None = None) -> Features:
         eager=d.enforce_eager, compile_cache=d.compile_cache, num_cudagraphs=graphs,
         with_encoder=a.is_multimodal and not d.language_model_only,
         cudagraph_in_budget=d.rules.cudagraph_estimate_in_budget,
-        backend_bytes=attention_backend(d.gpu, d.kv_dtype_bytes).profiled_bytes)
+        backend_bytes=(backend_named(d.attention_backend) if d.attention_backend
+                       else attention_backend(d.gpu, d.kv_dtype_bytes)).profiled_bytes)
 
 
 def eager_activation(f: Features, c: Coefficients) -> float:
@@ -181,7 +182,7 @@ def budget(d: Deployment, c: Coefficients, w: WeightBytes | None = None) -> Budg
     f = features(d, w)
     t = terms(f, c)
     context = context_for(d, c)
-    backend = attention_backend(d.gpu, d.kv_dtype_bytes)
+    backend = backend_named(d.attention_backend) if d.attention_backend else attention_backend(d.gpu, d.kv_dtype_bytes)
     if d.gpu.free_bytes is not None:  # --gpu auto: NVML's free now, less the context vLLM will create
         free, free_measured = d.gpu.free_bytes - context.value - d.other_gpu_bytes, context.measured
     else:

@@ -43,6 +43,9 @@ LmoOpt = Annotated[Optional[bool], typer.Option("--language-model-only/--with-vi
                    help="Skip the vision tower of a multimodal checkpoint (default: on).")]
 VerOpt = Annotated[Optional[str], typer.Option("--vllm-version", help="0.19, 0.20.x, 0.33.x (default: newest supported).")]
 OtherOpt = Annotated[Optional[str], typer.Option("--other-gpu-usage", help="Memory other processes hold on the GPU, e.g. 0.6GiB.")]
+BackendOpt = Annotated[Optional[str], typer.Option("--attention-backend", help="vLLM's --attention-backend, "
+                      "when you force one: FLASH_ATTN, FLASHINFER or TRITON_ATTN (default: the one vLLM picks "
+                      "on this GPU for this KV dtype).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="One JSON object on stdout, for scripts.")]
 PlotOpt = Annotated[Optional[str], typer.Option("--plot", help="Also draw the picture to this PNG (needs the "
                     "'notebook' extra: matplotlib).")]
@@ -57,7 +60,19 @@ def run_safely(fn: Callable[[], None]) -> None:
         raise typer.Exit(2) from None
 
 
-def build(model, gpu, gpu_memory, gmu, kv, eager, mtp, spec, seqs, batch, mml, pc, tp, compile_cache, lmo, ver, other):
+def _backend_choice(name: str | None) -> str | None:
+    from .errors import UserError
+
+    if not name:
+        return None
+    known = ("FLASH_ATTN", "FLASHINFER", "TRITON_ATTN")
+    if name.upper() not in known:
+        raise UserError(f"--attention-backend {name!r} is not modelled; use one of {', '.join(known)}")
+    return name.upper()
+
+
+def build(model, gpu, gpu_memory, gmu, kv, eager, mtp, spec, seqs, batch, mml, pc, tp, compile_cache, lmo, ver, other,
+          backend=None):
     """Resolve CLI options into (Deployment, Coefficients)."""
     from . import coefficients, gpus
     from .checkpoint import resolve_model
@@ -79,7 +94,8 @@ def build(model, gpu, gpu_memory, gmu, kv, eager, mtp, spec, seqs, batch, mml, p
     flags = Flags(gpu_memory_utilization=gmu, kv_cache_dtype=kv, enforce_eager=eager, num_speculative_tokens=k,
                   speculative_method=method, max_num_seqs=seqs, max_num_batched_tokens=batch, max_model_len=mml_v,
                   enable_prefix_caching=pc, tensor_parallel_size=tp, compile_cache=compile_cache,
-                  language_model_only=lmo, other_gpu_bytes=parse_size(other) if other else 0)
+                  language_model_only=lmo, other_gpu_bytes=parse_size(other) if other else 0,
+                  attention_backend=_backend_choice(backend))
     src = resolve_model(model)
     g = gpus.resolve(gpu, gpu_memory)
     rules = rules_for(ver)
@@ -104,6 +120,7 @@ def predict(model: ModelOpt = None, gpu: GpuOpt = None, gpu_memory: GpuMemOpt = 
             available_kv_gib: Annotated[Optional[float], typer.Option("--available-kv-gib",
                 help="Skip the budget: plan the KV cache for this much memory (e.g. a log's "
                      "'Available KV cache memory').")] = None,
+            attention_backend: BackendOpt = None,
             json_out: JsonOpt = False) -> None:
     """The whole budget, KV plan and ceiling for one deployment (no GPU needed)."""
 
@@ -114,7 +131,8 @@ def predict(model: ModelOpt = None, gpu: GpuOpt = None, gpu_memory: GpuMemOpt = 
 
         d, c = build(model, gpu, gpu_memory, gmu, kv_cache_dtype, enforce_eager, mtp, speculative_config,
                      max_num_seqs, max_num_batched_tokens, max_model_len, enable_prefix_caching,
-                     tensor_parallel_size, compile_cache, language_model_only, vllm_version, other_gpu_usage)
+                     tensor_parallel_size, compile_cache, language_model_only, vllm_version, other_gpu_usage,
+                     attention_backend)
         if available_kv_gib is not None:
             return _kv_only(d, available_kv_gib, json_out)
         if target_context:
@@ -358,6 +376,7 @@ def probe(model: ModelOpt = None, gpu: GpuOpt = "auto", gpu_memory: GpuMemOpt = 
           turn_tokens: Annotated[int, typer.Option("--turn-tokens", min=0, help="Verify also with a multi-turn "
                                  "session whose context grows by this many tokens a turn (0: off).")] = 0,
           max_turns: Annotated[int, typer.Option("--max-turns", min=1, help="Turns of the multi-turn verify.")] = 12,
+          attention_backend: BackendOpt = None,
           refit: Annotated[bool, typer.Option("--fit/--no-fit", help="Refit coefficients at the end.")] = True,
           json_out: JsonOpt = False) -> None:
     """Find the real ceiling with real `vllm serve` startups, verify it, record every startup, refit."""
@@ -374,7 +393,8 @@ def probe(model: ModelOpt = None, gpu: GpuOpt = "auto", gpu_memory: GpuMemOpt = 
         sim = simulate_gpu or (gpu_memory if free_memory else None)
         d, c = build(model, simulate_gpu or (None if gpu_memory else gpu), gpu_memory, gmu, kv_cache_dtype,
                      enforce_eager, mtp, speculative_config, max_num_seqs, max_num_batched_tokens, None,
-                     enable_prefix_caching, tensor_parallel_size, compile_cache, language_model_only, vllm_version, None)
+                     enable_prefix_caching, tensor_parallel_size, compile_cache, language_model_only, vllm_version, None,
+                     attention_backend)
         sim_opts = _simulation(d, free_memory) if sim else {}
         rd = Path(runs_dir) if runs_dir else user_dir() / "runs" / _t.strftime("%Y%m%d-%H%M%S")
         rd.mkdir(parents=True, exist_ok=True)

@@ -32,6 +32,7 @@ class Flags:
     compile_cache: str = "cold"  # "cold" or "warm": was this exact graph compiled before?
     language_model_only: bool | None = None  # None: on for multimodal checkpoints
     other_gpu_bytes: int = 0  # memory other processes hold on the GPU
+    attention_backend: str | None = None  # vLLM's --attention-backend (None: the one vLLM picks)
 
 
 def parse_speculative_config(text: str) -> tuple[str, int]:
@@ -70,6 +71,7 @@ class Deployment:
     other_gpu_bytes: int
     speculative_method: str = "mtp"
     defaults: tuple[str, ...] = ()  # inputs the user did not choose: vLLM's defaults, said as such
+    attention_backend: str | None = None  # forced with --attention-backend
 
     @property
     def mtp(self) -> bool:
@@ -108,6 +110,8 @@ class Deployment:
             args += ["--tensor-parallel-size", str(self.tp)]
         if self.model.arch.is_multimodal and self.language_model_only:
             args.append("--language-model-only")
+        if self.attention_backend:
+            args += ["--attention-backend", self.attention_backend]
         return args
 
     def inputs(self) -> dict[str, Any]:
@@ -176,4 +180,5 @@ def resolve(model: ModelSource, gpu: GPU, rules: VllmRules, flags: Flags) -> Dep
         defaults.append(f"max_model_len {mml:,} (the model's maximum)")
     return Deployment(model, gpu, rules, gmu, kv, kv_bytes, flags.enforce_eager, k, seqs, tokens, mml, auto_fit,
                       flags.max_model_len is not None, flags.enable_prefix_caching, tp, flags.compile_cache, lmo,
-                      flags.other_gpu_bytes, flags.speculative_method if k else "mtp", tuple(defaults))
+                      flags.other_gpu_bytes, flags.speculative_method if k else "mtp", tuple(defaults),
+                      flags.attention_backend.upper() if flags.attention_backend else None)

@@ -28,6 +28,12 @@ class Backend:
     profiled_bytes: int  # what it adds to the profiled torch peak (workspaces)
     source: str
     cost_source: str
+    runtime_eager_bytes: int = 0  # allocated at the first request in eager mode, outside the budget
+    runtime_graphs_bytes: int = 0
+    runtime_source: str = ""
+
+    def runtime_bytes(self, eager: bool) -> int:
+        return self.runtime_eager_bytes if eager else self.runtime_graphs_bytes
 
     @property
     def label(self) -> str:
@@ -60,11 +66,20 @@ def attention_backend(gpu: GPU, kv_dtype_bytes: int) -> Backend:
     kv = "fp8" if kv_dtype_bytes == 1 else "bf16"
     for r in a["rules"]:
         if gpu.architecture in r["architectures"] and r["kv"] in ("any", kv):
-            cost = a["costs"][r["backend"]]
-            return Backend(r["backend"], r.get("variant", ""), int(cost["profiled_bytes"]), r["source"], cost["source"])
-    cost = a["costs"]["FLASH_ATTN"]
-    return Backend("FLASH_ATTN", "", 0, f"architecture {gpu.architecture!r} not in the table: assumed FLASH_ATTN",
-                   cost["source"])
+            return _backend(r["backend"], r.get("variant", ""), r["source"])
+    return _backend("FLASH_ATTN", "", f"architecture {gpu.architecture!r} not in the table: assumed FLASH_ATTN")
+
+
+def backend_named(name: str) -> Backend:
+    """A backend forced by the user (vLLM's --attention-backend NAME)."""
+    return _backend(name.upper(), "", "forced with --attention-backend")
+
+
+def _backend(name: str, variant: str, source: str) -> Backend:
+    cost = _facts()["attention_backends"]["costs"].get(name) or _facts()["attention_backends"]["costs"]["FLASH_ATTN"]
+    return Backend(name, variant, int(cost["profiled_bytes"]), source, cost["source"],
+                   int(cost.get("runtime_bytes_eager", 0)), int(cost.get("runtime_bytes_graphs", 0)),
+                   cost.get("runtime_source", ""))
 
 
 def gdn_prefill_path(gpu: GPU) -> str:

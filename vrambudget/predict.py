@@ -7,9 +7,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from .budget import Budget, budget, weight_bytes
+from .budget import Budget, budget, mlp_width, weight_bytes
 from .gpufacts import gdn_prefill_path
-from .runtime import RuntimeNeed, max_serving_gmu, runtime_need
+from .runtime import RuntimeNeed, eager_warmup_bytes, max_serving_gmu, runtime_need
 from .coefficients import Coefficients
 from .deployment import Deployment
 from .planner import KVLayout, KVPlan, build_layout, kv_needed_bytes, plan_startup
@@ -112,8 +112,8 @@ def estimated_terms(d: Deployment, b: Budget) -> list[str]:
     if not b.cuda_context.measured:
         out.append("CUDA context (SM-count model)" if d.gpu.sms else "CUDA context (H200 figure)")
     if b.backend.name != "FLASH_ATTN":
-        out.append(f"{b.backend.label} backend (picked from vLLM source; where its workspace lands after startup "
-                   "is NOT MEASURED)")
+        out.append(f"{b.backend.label} backend (picked from vLLM source; its cost measured on an H100"
+                   + ("" if d.enforce_eager else ", not with CUDA graphs") + ")")
     if d.gpu.key not in ("h100", "h200"):
         out.append("activation/non-torch/graph coefficients (fitted on H100/H200)")
     if d.rules.version != "0.20":
@@ -129,7 +129,8 @@ def runtime_for(d: Deployment, c: Coefficients, b: Budget, prompt_tokens: int) -
     return runtime_need(d.model.arch, tokens=d.max_num_batched_tokens, tp=d.tp, mtp=d.mtp,
                         gdn_path=gdn_prefill_path(d.gpu), prompt_tokens=prompt_tokens,
                         growth_per_prompt_token=growth.value, growth_source=growth.source,
-                        margin_bytes=b.runtime_margin_bytes)
+                        margin_bytes=b.runtime_margin_bytes,
+                        backend=(b.backend.name, b.backend.runtime_bytes(d.enforce_eager), b.backend.runtime_source))
 
 
 def predict(d: Deployment, c: Coefficients, w: WeightBytes | None = None,
@@ -170,6 +171,12 @@ def predict(d: Deployment, c: Coefficients, w: WeightBytes | None = None,
         reasons.append(f"{what} {d.max_model_len:,} needs {_gib(need)} of KV cache, {_gib(avail)} is "
                        f"available: the ceiling at GMU {d.gmu:.2f} is {plan.ceiling:,}; {hint}, "
                        f"or pass --max-model-len {plan.ceiling} (or auto)")
+    warm_up = eager_warmup_bytes(mlp_width(d.model.arch), d.max_num_batched_tokens, d.tp) if d.enforce_eager else 0
+    if avail > 0 and not reasons and b.runtime_margin_bytes < warm_up:
+        warnings.append(f"may fail right after the KV cache is allocated: eager kernel warmup re-runs a "
+                        f"{d.max_num_batched_tokens:,}-token forward and needs ~{_gib(warm_up)} outside the budget "
+                        f"(estimate from H100 lab startups), {_gib(b.runtime_margin_bytes)} is left there: "
+                        f"lower --gpu-memory-utilization to {max_serving_gmu(d.gpu.total_bytes, b.free_at_start_bytes, warm_up) or 0:.2f}")
     ceiling = min(plan.ceiling, d.model.arch.max_position_embeddings)
     rt = runtime_for(d, c, b, prompt_tokens or max(1, min(ceiling, plan.max_model_len) or 1))
     serve_gmu = max_serving_gmu(d.gpu.total_bytes, b.free_at_start_bytes, rt.need_bytes)

@@ -83,9 +83,13 @@ class RuntimeNeed:
 
 
 def runtime_need(a: ModelArch, *, tokens: int, tp: int, mtp: bool, gdn_path: str, prompt_tokens: int,
-                 growth_per_prompt_token: float, growth_source: str, margin_bytes: int) -> RuntimeNeed:
-    """What a prompt of `prompt_tokens` needs outside the budget, term by term."""
+                 growth_per_prompt_token: float, growth_source: str, margin_bytes: int,
+                 backend: tuple[str, int, str] | None = None) -> RuntimeNeed:
+    """What a prompt of `prompt_tokens` needs outside the budget, term by term; `backend` is the
+    attention backend's (name, bytes it allocates at the first request, source)."""
     terms: list[Term] = []
+    if backend and backend[1]:
+        terms.append(Term(f"{backend[0]} workspace (first request)", backend[1], backend[2], True))
     if a.is_hybrid:
         live = gdn_prefill_live_bytes(a, tokens, tp)
         src = (f"GDN chunked prefill live set, one layer, {tokens} tokens a chunk ({gdn_path}; vLLM 0.20.2 "
@@ -97,6 +101,15 @@ def runtime_need(a: ModelArch, *, tokens: int, tp: int, mtp: bool, gdn_path: str
     terms.append(Term("allocator growth with the prompt", int(growth_per_prompt_token * prompt_tokens),
                       growth_source, True))
     return RuntimeNeed(tuple(terms), margin_bytes, prompt_tokens)
+
+
+def eager_warmup_bytes(mlp_width: int, tokens: int, tp: int = 1) -> int:
+    """Eager mode: after the KV cache is allocated, vLLM's kernel warmup runs a dummy forward of
+    `tokens` tokens again; it must find two MLP intermediates (tokens x width/tp, bf16) outside the
+    budget (bytes). An estimate bounded by four H100 lab startups (vLLM 0.20.2): Qwen3.5-9B, 8192
+    tokens (192 MiB each): 143 MiB failed ("Tried to allocate 192.00 MiB"), 389 MiB started;
+    Qwen3.5-4B, 2048 tokens (36 MiB each): 16 and 64 MiB failed, 300 MiB started."""
+    return 2 * tokens * max(1, mlp_width // tp) * 2
 
 
 def max_serving_gmu(total_bytes: int, free_at_start: int, need_bytes: int) -> float | None:

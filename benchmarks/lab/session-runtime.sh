@@ -13,8 +13,9 @@ P="--vllm-version 0.20.2 --no-fit --enforce-eager --kv-cache-dtype fp8"
 timeout 585 bash $R unpack \
   "s:e1:{\"model\":\"$M/qwen3.5-9b\",\"gmu\":0.5,\"kv\":\"fp8\",\"eager\":true,\"gdn\":\"triton\",\"mnbt\":8192,\"max_num_seqs\":4,\"max_model_len\":65536,\"prompts\":[8000,60000]}" \
   "probe:p2:-m $M/qwen3.5-9b --simulate-gpu rtx3090 --gmu 0.98 $P --max-num-seqs 4 --max-num-batched-tokens 8192 --max-model-len 65536 --max-startups 3" \
-  "s:e1b:{\"model\":\"$M/qwen3.5-9b\",\"gmu\":0.5,\"kv\":\"fp8\",\"eager\":true,\"gdn\":\"triton\",\"mnbt\":2048,\"max_num_seqs\":8,\"mtp\":2,\"max_model_len\":65536,\"prompts\":[30000]}" \
-  "probe:p1:-m $M/qwen3.5-9b-awq --simulate-gpu rtx4060ti --gmu 0.98 $P --mtp 2 --max-num-seqs 8 --max-num-batched-tokens 2048 --enable-prefix-caching --max-model-len 32768 --max-startups 3" \
+  "s:e1g:{\"model\":\"$M/qwen3.5-9b\",\"gmu\":0.5,\"kv\":\"fp8\",\"eager\":false,\"gdn\":\"triton\",\"mnbt\":8192,\"max_num_seqs\":4,\"max_model_len\":65536,\"prompts\":[60000]}" \
+  "s:e1g2:{\"model\":\"$M/qwen3.5-9b\",\"gmu\":0.5,\"kv\":\"fp8\",\"eager\":false,\"gdn\":\"triton\",\"mnbt\":8192,\"max_num_seqs\":4,\"max_model_len\":65536,\"prompts\":[60000]}" \
+  "probe:p1:-m $M/qwen3.5-9b --simulate-gpu rtx3090 --gmu 0.96 --vllm-version 0.20.2 --no-fit --kv-cache-dtype fp8 --max-num-seqs 4 --max-num-batched-tokens 8192 --max-model-len 65536 --max-startups 3" \
   "s:e3:{\"model\":\"$M/qwen3.5-9b\",\"gmu\":0.5,\"kv\":\"fp8\",\"eager\":true,\"gdn\":\"triton\",\"mnbt\":8192,\"max_num_seqs\":4,\"max_model_len\":65536,\"backend\":\"TRITON_ATTN\",\"prompts\":[60000]}" \
   "s:e2:{\"model\":\"$M/qwen3.5-9b\",\"gmu\":0.5,\"kv\":\"fp8\",\"eager\":true,\"gdn\":\"triton\",\"mnbt\":8192,\"max_num_seqs\":4,\"max_model_len\":65536,\"backend\":\"FLASHINFER\",\"prompts\":[60000]}" \
   cache
