@@ -130,7 +130,18 @@ def runtime_for(d: Deployment, c: Coefficients, b: Budget, prompt_tokens: int) -
                         gdn_path=gdn_prefill_path(d.gpu), prompt_tokens=prompt_tokens,
                         growth_per_prompt_token=growth.value, growth_source=growth.source,
                         margin_bytes=b.runtime_margin_bytes,
-                        backend=(b.backend.name, b.backend.runtime_bytes(d.enforce_eager), b.backend.runtime_source))
+                        backend=_backend_runtime(d, b))
+
+
+def _backend_runtime(d: Deployment, b: Budget) -> tuple[str, int, str]:
+    """The attention backend's first-request workspaces (bytes): vLLM 0.20.2 gives every attention
+    KV-cache group a metadata builder (gpu_model_runner.py initialize_attn_backend) and the MTP drafter
+    its own (spec_decode/llm_base_proposer.py draft_attn_groups); a FlashInfer builder allocates its own
+    workspace (v1/attention/backends/flashinfer.py _get_workspace_buffer), not shared."""
+    lay = layout_for(d)
+    builders = (sum(lay.groups(k) for k in lay.buckets if k.kind != "gdn") or 1) + (1 if d.mtp else 0)
+    each = b.backend.runtime_bytes(d.enforce_eager)
+    return f"{b.backend.name} x{builders} builder{'s' if builders > 1 else ''}", each * builders, b.backend.runtime_source
 
 
 def predict(d: Deployment, c: Coefficients, w: WeightBytes | None = None,

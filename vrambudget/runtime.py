@@ -89,7 +89,7 @@ def runtime_need(a: ModelArch, *, tokens: int, tp: int, mtp: bool, gdn_path: str
     attention backend's (name, bytes it allocates at the first request, source)."""
     terms: list[Term] = []
     if backend and backend[1]:
-        terms.append(Term(f"{backend[0]} workspace (first request)", backend[1], backend[2], True))
+        terms.append(Term(f"{backend[0]}: workspace (first request)", backend[1], backend[2], True))
     if a.is_hybrid:
         live = gdn_prefill_live_bytes(a, tokens, tp)
         src = (f"GDN chunked prefill live set, one layer, {tokens} tokens a chunk ({gdn_path}; vLLM 0.20.2 "
