@@ -13,6 +13,8 @@ from vrambudget.deployment import Flags, resolve
 from vrambudget.gpufacts import attention_backend, cuda_context
 from vrambudget.predict import predict
 from vrambudget.units import GiB
+
+from .conftest import FIXTURES
 from vrambudget.vllm_rules import rules_for
 
 from .conftest import FIXTURES
@@ -101,3 +103,30 @@ def test_corrected_vision_towers_in_the_fixture_configs():
     assert (cfg["depth"], cfg["hidden_size"], cfg["intermediate_size"], cfg["num_heads"]) == (12, 768, 3072, 12)
     cfg = json.loads((FIXTURES / "models" / "qwen3.5-4b" / "config.json").read_text())["vision_config"]
     assert (cfg["depth"], cfg["hidden_size"], cfg["intermediate_size"]) == (24, 1024, 4096)
+
+
+def test_3090_qwen35_08b_with_tower_and_mtp_weights():
+    """A real RTX 3090 startup of Qwen3.5-0.8B with its vision tower and MTP 2 logged "Model loading took
+    1.76 GiB" (../shared/spec/vllm-memory-model.md); the bundled profile now carries the official
+    0.8B tower (12 blocks, 768 wide), not the 9B's, and is within 0.06 GiB."""
+    from vrambudget import coefficients, gpus
+    from vrambudget.checkpoint import resolve_model
+    from vrambudget.deployment import Flags, resolve
+    from vrambudget.predict import predict
+    from vrambudget.vllm_rules import rules_for
+
+    d = resolve(resolve_model("qwen3.5-0.8b"), gpus.lookup("rtx3090"), rules_for("0.20.2"),
+                Flags(num_speculative_tokens=2, language_model_only=False))
+    b = predict(d, coefficients.load("0.20")).budget
+    assert abs((b.weights_bytes + b.mtp_weights_bytes) / 2**30 - 1.76) <= 0.06
+
+
+def test_checked_profiles_equal_the_official_configs():
+    import json
+
+    from vrambudget.checkpoint import bundled_models
+
+    official = FIXTURES / "models"
+    for name, m in bundled_models().items():
+        if "config equal" in m.get("checked", ""):
+            assert m["config"] == json.loads((official / name / "config.json").read_text()), name

@@ -683,15 +683,20 @@ def models(json_out: JsonOpt = False) -> None:
             layers = f"{a.num_gdn} GDN + {a.num_full_attention} attn" if a.is_hybrid else f"{a.num_layers} attn"
             out[name] = {"hf_id": m["hf_id"], "description": m["description"], "params": parameter_count(a),
                          "weights_bytes": w.model, "mtp_weights_bytes": w.mtp, "layers": layers,
-                         "max_position_embeddings": a.max_position_embeddings, "source": m["source"]}
+                         "max_position_embeddings": a.max_position_embeddings, "source": m["source"],
+                         "checked": m.get("checked", "not checked against the official config")}
             rows.append([name, f"{parameter_count(a) / 1e9:.2f}B", f"{w.model / 2**30:.2f}",
                          f"{w.mtp / 2**30:.2f}" if a.mtp_layers else "-", layers, f"{a.max_position_embeddings:,}",
-                         m["hf_id"] or "(layout of community AWQ)"])
+                         m["hf_id"] or "(layout of community AWQ)",
+                         "yes" if "config equal" in m.get("checked", "") else "NO"])
         if json_out:
             emit_json(out)
         else:
             typer.echo(tabulate(rows, headers=["--model", "params", "weights GiB", "MTP GiB", "layers", "max len",
-                                               "Hugging Face"], tablefmt="simple", disable_numparse=True))
+                                               "Hugging Face", "config checked"], tablefmt="simple",
+                                      disable_numparse=True))
+            typer.echo("config checked: field by field against the official config.json (`models --json`: "
+                       "'checked' says against what, and what is not verified)")
 
     run_safely(go)
 
