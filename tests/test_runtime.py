@@ -203,3 +203,14 @@ def test_max_serving_gmu_is_exact_to_the_byte():
     total, free, need = 16857746637, 16690000000, 150 * MiB
     g = max_serving_gmu(total, free, need)
     assert free - -(-total * g // 1) >= need and free - -(-total * (g + 0.01) // 1) < need
+
+
+def test_table_marks_cells_that_start_but_do_not_serve():
+    out = json.loads(runner.invoke(app, ["table", "--gpu", "4060ti", "--kv-cache-dtype", "fp8", "--max-num-seqs", "8",
+                                         "--vllm-version", "0.20.2", "--gmu-min", "0.92", "--gmu-max", "0.93",
+                                         "--json"]).output)
+    serves = {r["gmu"]: r["serves"] for r in out["rows"]}
+    assert serves[0.92]["eager+MTP2"] and not serves[0.93]["eager+MTP2"]  # the 0.92 of the mission's serving GMU
+    text = runner.invoke(app, ["table", "--gpu", "4060ti", "--kv-cache-dtype", "fp8", "--max-num-seqs", "8",
+                               "--vllm-version", "0.20.2", "--gmu-min", "0.92", "--gmu-max", "0.93"]).output
+    assert "195,104*" in text and "* = starts, but a prompt that long" in text

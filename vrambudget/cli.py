@@ -41,7 +41,9 @@ CompileOpt = Annotated[str, typer.Option("--compile-cache", rich_help_panel=P,
                        help="cold: first boot of this graph (larger profiling peak); warm: compiled before.")]
 LmoOpt = Annotated[Optional[bool], typer.Option("--language-model-only/--with-vision", rich_help_panel=P,
                    help="Skip the vision tower of a multimodal checkpoint (default: on).")]
-VerOpt = Annotated[Optional[str], typer.Option("--vllm-version", help="0.19, 0.20.x, 0.33.x (default: newest supported).")]
+VerOpt = Annotated[Optional[str], typer.Option("--vllm-version", help="The vLLM you run, e.g. 0.20.2 (modelled: "
+                   "0.19, 0.20.x measured, 0.33.x from source; others are planned with the nearest older rules and "
+                   "a warning). Default: the vLLM installed here (its package metadata), else the newest modelled.")]
 OtherOpt = Annotated[Optional[str], typer.Option("--other-gpu-usage", help="Memory other processes hold on the GPU, e.g. 0.6GiB.")]
 BackendOpt = Annotated[Optional[str], typer.Option("--attention-backend", help="vLLM's --attention-backend, "
                       "when you force one: FLASH_ATTN, FLASHINFER or TRITON_ATTN (default: the one vLLM picks "
@@ -58,6 +60,11 @@ def run_safely(fn: Callable[[], None]) -> None:
     except UserError as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
+
+
+def _version(d) -> str:
+    """The vLLM version a command modelled, and whether it was measured."""
+    return d.vllm.label if d.vllm else f"vLLM {d.rules.version}"
 
 
 def _backend_choice(name: str | None) -> str | None:
@@ -78,7 +85,7 @@ def build(model, gpu, gpu_memory, gmu, kv, eager, mtp, spec, seqs, batch, mml, p
     from .checkpoint import resolve_model
     from .deployment import Flags, parse_speculative_config, resolve
     from .units import parse_size, parse_tokens
-    from .vllm_rules import rules_for
+    from .vllm_rules import choose_version
 
     method, k = "mtp", 0
     if spec:
@@ -98,8 +105,9 @@ def build(model, gpu, gpu_memory, gmu, kv, eager, mtp, spec, seqs, batch, mml, p
                   attention_backend=_backend_choice(backend))
     src = resolve_model(model)
     g = gpus.resolve(gpu, gpu_memory)
-    rules = rules_for(ver)
-    d = resolve(src, g, rules, flags)
+    choice = choose_version(ver)
+    rules = choice.rules
+    d = resolve(src, g, rules, flags).with_(vllm=choice)
     c = coefficients.load(rules.version, g.key, src.ref)
     return d, c
 
@@ -180,7 +188,7 @@ def _kv_only(d, available_kv_gib: float, json_out: bool) -> None:
         emit_json(out)
         return
     pads = "; ".join(f"Add {n} padding layers, may waste at most {pct:.2f}%" for n, pct in lay.padding_warnings)
-    typer.echo(f"KV plan for {available_kv_gib:.2f} GiB (vLLM {d.rules.version}):\n"
+    typer.echo(f"KV plan for {available_kv_gib:.2f} GiB ({_version(d)}):\n"
                f"  block size {lay.block_size} tokens{'; ' + pads if pads else ''}\n"
                f"  {p.num_blocks:,} blocks of {lay.bytes_per_block:,} bytes\n"
                f"  GPU KV cache size: {p.kv_cache_tokens:,} tokens\n"
@@ -223,7 +231,7 @@ def table(model: ModelOpt = None, gpu: GpuOpt = None, gpu_memory: GpuMemOpt = No
             emit_json({**t, "target_context": tokens, "min_gmu": target, "min_gmu_first_boot": target_first,
                        "inputs": d.inputs()})
         else:
-            typer.echo(f"{d.model.ref} on {d.gpu.name}, vLLM {d.rules.version}, KV {d.kv_cache_dtype}")
+            typer.echo(f"{d.model.ref} on {d.gpu.name}, {_version(d)}, KV {d.kv_cache_dtype}")
             typer.echo(table_text(t, target, tokens, target_first))
         if plot:
             from pathlib import Path
@@ -276,7 +284,7 @@ def plan_cmd(target_context: Annotated[str, typer.Option("--target-context", hel
                  "yes" if o.serves else "no"] for o in opts]
         result: dict[str, Any] = {"target_context": tokens, "options": [o.__dict__ | {"gmu": o.gmu} for o in opts],
                                   "inputs": d.inputs()}
-        text = [f"{tokens:,} tokens of {d.model.ref} on {d.gpu.name}, vLLM {d.rules.version}, KV {d.kv_cache_dtype}",
+        text = [f"{tokens:,} tokens of {d.model.ref} on {d.gpu.name}, {_version(d)}, KV {d.kv_cache_dtype}",
                 tabulate(rows, headers=["configuration", "GMU (restart)", "GMU (first boot)", "serves up to GMU",
                                         "serves"], tablefmt="simple", disable_numparse=True)]
         if best is None:

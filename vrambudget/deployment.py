@@ -72,6 +72,7 @@ class Deployment:
     speculative_method: str = "mtp"
     defaults: tuple[str, ...] = ()  # inputs the user did not choose: vLLM's defaults, said as such
     attention_backend: str | None = None  # forced with --attention-backend
+    vllm: Any = None  # vllm_rules.VersionChoice: the version asked for, how it was chosen, what is unknown
 
     @property
     def mtp(self) -> bool:
@@ -119,6 +120,7 @@ class Deployment:
         return {
             "model": self.model.ref, "model_origin": self.model.origin, "gpu": self.gpu.name,
             "gpu_total_bytes": self.gpu.total_bytes, "vllm_version": self.rules.version,
+            "vllm_version_modelled": self.vllm.label if self.vllm else f"vLLM {self.rules.version}",
             "gpu_memory_utilization": self.gmu, "kv_cache_dtype": self.kv_cache_dtype,
             "enforce_eager": self.enforce_eager, "num_speculative_tokens": self.spec_tokens,
             "speculative_method": self.speculative_method if self.spec_tokens else None,

@@ -116,7 +116,9 @@ def estimated_terms(d: Deployment, b: Budget) -> list[str]:
                    + ("" if d.enforce_eager else ", not with CUDA graphs") + ")")
     if d.gpu.key not in ("h100", "h200"):
         out.append("activation/non-torch/graph coefficients (fitted on H100/H200)")
-    if d.rules.version != "0.20":
+    if d.vllm is not None and not d.vllm.measured:
+        out.append(d.vllm.label)
+    elif d.vllm is None and d.rules.version != "0.20":
         out.append(f"vLLM {d.rules.version} coefficients (inherited from 0.20.2 logs)")
     if d.model.arch.is_multimodal and not d.language_model_only:
         out.append("vision encoder profiling peak (NOT MEASURED)")
@@ -197,6 +199,8 @@ def predict(d: Deployment, c: Coefficients, w: WeightBytes | None = None,
                         f"outside the budget ({terms_txt}), only {_gib(rt.margin_bytes)} is left there: "
                         + (f"the highest GMU that serves it is {serve_gmu:.2f}" if serve_gmu else
                            "no GMU leaves enough; lower --max-num-batched-tokens"))
+    if d.vllm is not None:
+        warnings.extend(d.vllm.warnings)
     if d.spec_tokens and d.speculative_method == "ngram" and d.model.arch.is_hybrid:
         warnings.append("ngram speculative decoding on a GDN hybrid: rejected draft tokens corrupt the recurrent "
                         "state; use MTP instead (--mtp 2)")
@@ -252,16 +256,18 @@ def ceiling_table(d: Deployment, c: Coefficients, gmus: list[float], mtp_tokens:
     cols = table_columns(d, mtp_tokens)
     rows = []
     for g in gmus:
-        cells, first = {}, {}
+        cells, first, serves = {}, {}, {}
         for col in cols:
             dd = d.with_(gmu=g, enforce_eager=col.enforce_eager, spec_tokens=col.spec_tokens, auto_fit=True)
             a = answer(dd, c, w)
             cells[col.label] = a.restart.ceiling if a.restart.starts else 0
             first[col.label] = a.first_boot.ceiling if a.first_boot.starts else 0
-        rows.append({"gmu": g, "ceilings": cells, "ceilings_first_boot": first})
+            serves[col.label] = bool(a.restart.starts and a.restart.runtime.serves)
+        rows.append({"gmu": g, "ceilings": cells, "ceilings_first_boot": first, "serves": serves})
     return {"columns": [col.label for col in cols], "rows": rows,
             "about": "ceilings: after a restart (compile cache warm); ceilings_first_boot: the first boot after a "
-                     "change (cold torch.compile); eager columns are the same on both"}
+                     "change (cold torch.compile); eager columns are the same on both; serves: a prompt of the "
+                     "ceiling's length is predicted to fit in the memory left outside the budget"}
 
 
 def target_row(d: Deployment, c: Coefficients, tokens: int, mtp_tokens: int = 2,

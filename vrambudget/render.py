@@ -25,7 +25,7 @@ def header(p: Prediction) -> str:
             f"{'' if d.gpu.measured else ', ' + d.gpu.source.split(':')[0].split(' (')[0]}"
             f"{f'; {d.gpu.sms} SMs, {d.gpu.architecture}' if d.gpu.sms else ''}; attention {b.backend.label}"
             + (f", GDN prefill {gdn_prefill_path(d.gpu)}" if d.model.arch.is_hybrid else "") + ")\n"
-            f"vLLM {d.rules.version} | GMU {d.gmu:.2f} | KV {d.kv_cache_dtype} | {mode} | {mtp} | "
+            f"{d.vllm.label if d.vllm else 'vLLM ' + d.rules.version} | GMU {d.gmu:.2f} | KV {d.kv_cache_dtype} | {mode} | {mtp} | "
             f"max_num_seqs {d.max_num_seqs} | max_num_batched_tokens {d.max_num_batched_tokens} | TP {d.tp}"
             + (" | prefix caching" if d.enable_prefix_caching else "")
             + (" | language model only" if a.is_multimodal and d.language_model_only else ""))
@@ -165,7 +165,8 @@ def table_text(t: dict[str, Any], target: dict[str, float | None] | None, tokens
     def cell(r: dict[str, Any], col: str) -> str:
         warm, cold = r["ceilings"][col], r["ceilings_first_boot"][col]
         fmt = lambda v: f"{v:,}" if v else "-"  # noqa: E731
-        return fmt(warm) if warm == cold else f"{fmt(cold)} / {fmt(warm)}"
+        mark = "*" if warm and not r.get("serves", {}).get(col, True) else ""
+        return (fmt(warm) if warm == cold else f"{fmt(cold)} / {fmt(warm)}") + mark
 
     rows = [[f"{r['gmu']:.2f}"] + [cell(r, c) for c in cols] for r in t["rows"]]
     out = tabulate(rows, headers=["GMU"] + cols, tablefmt="simple", disable_numparse=True, stralign="right")
@@ -178,5 +179,8 @@ def table_text(t: dict[str, Any], target: dict[str, float | None] | None, tokens
 
         out += "\n\n" + tabulate([[f"{tokens:,}"] + [gm(c) for c in cols]], headers=["smallest GMU for"] + cols,
                                  tablefmt="simple", disable_numparse=True, stralign="right")
+    starred = any(r["ceilings"][c] and not r.get("serves", {}).get(c, True) for r in t["rows"] for c in cols)
     return out + ("\n(ceiling = longest max_model_len that starts; graph columns: first boot after a change / "
-                  "restart with the compile cache warm; '-' = does not start)")
+                  "restart with the compile cache warm; '-' = does not start"
+                  + ("; * = starts, but a prompt that long is predicted to run out of memory after startup: "
+                     "`predict --gmu G` names the terms" if starred else "") + ")")

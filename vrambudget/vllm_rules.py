@@ -41,6 +41,8 @@ class VllmRules:
     serve_defaults_big: tuple[int, int] = (8192, 1024)
     serve_defaults_small: tuple[int, int] = (2048, 256)
     big_gpu_threshold_gib: float = 70.0
+    # Where the coefficients of this range come from: measured logs, or inherited ("" = not measured).
+    measured: str = ""
 
 
 RULES: dict[str, VllmRules] = {
@@ -55,6 +57,7 @@ RULES: dict[str, VllmRules] = {
         default_gmu=0.9, hybrid_block_multiple=16, align_block_multiple_hopper=16,
         mamba_mode_default="none", align_hopper_extra_blocks=0, reserved_null_blocks=0,
         kv_tokens_formula="concurrency", cudagraph_estimate_in_budget=True, compile_key_has_max_model_len=True,
+        measured="vLLM 0.20.2 startups on H100/H200 (tests/fixtures)",
     ),
     "0.33": VllmRules(
         version="0.33", description="vLLM 0.33.x, the current release (from its source; not yet "
@@ -86,3 +89,66 @@ def rules_for(version: str | None) -> VllmRules:
                         f"({known[0]}); supported: {', '.join(known)}")
     best = [k for k in known if _key(k) <= want][-1]
     return RULES[best]
+
+
+# What changed between the measured 0.20 range and 0.33 (read in the two wheels' source); a version
+# in between has not been read, so which of these apply to it is not known.
+CHANGED_0_20_TO_0_33 = ("default GMU 0.90 -> 0.92", "mamba cache mode 'align' by default",
+                        "a reserved null block", "align-mode block multiple 64 on Hopper")
+
+
+@dataclass(frozen=True)
+class VersionChoice:
+    """The vLLM version a prediction models, how it was chosen and what is not known about it."""
+
+    asked: str  # e.g. "0.26.0"
+    how: str  # "given" | "installed" | "newest"
+    rules: VllmRules
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def measured(self) -> bool:
+        return bool(self.rules.measured) and _key(self.asked) == _key(self.rules.version)
+
+    @property
+    def label(self) -> str:
+        """e.g. 'vLLM 0.26.0 (installed; 0.20 rules, coefficients from 0.20.2 logs; 0.26 not measured)'."""
+        how = {"given": "", "installed": "installed; ", "newest": "newest modelled; "}[self.how]
+        if self.measured:
+            what = f"measured: {self.rules.measured}"
+        elif self.rules.version == NEWEST:
+            what = f"{self.rules.version} rules from source, coefficients from 0.20.2 logs; not measured"
+        else:
+            what = f"{self.rules.version} rules, coefficients from 0.20.2 logs; {self.asked} not measured"
+        return f"vLLM {self.asked} ({how}{what})"
+
+
+def installed_vllm() -> str | None:
+    """The version of the vllm package installed here, from its metadata (vllm is never imported)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("vllm")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def choose_version(given: str | None) -> VersionChoice:
+    """--vllm-version, else the installed vLLM, else the newest modelled range; with what is unknown."""
+    if given:
+        asked, how = given.lstrip("v"), "given"
+    else:
+        inst = installed_vllm()
+        asked, how = (inst, "installed") if inst else (NEWEST, "newest")
+    rules = rules_for(asked)
+    want, base = _key(asked), _key(rules.version)
+    warnings: list[str] = []
+    if want > _key(NEWEST):
+        warnings.append(f"vLLM {asked} is newer than the newest modelled release ({NEWEST}): planned with "
+                        f"{NEWEST}'s rules, which nobody has checked against {asked}")
+    elif want != base:
+        nxt = min((k for k in RULES if _key(k) > want), key=_key)
+        warnings.append(f"vLLM {asked} lies between the modelled {rules.version} and {nxt}: planned with "
+                        f"{rules.version}'s rules, but between them vLLM changed ({'; '.join(CHANGED_0_20_TO_0_33)}) "
+                        f"and which of these {asked} has is not known here")
+    return VersionChoice(asked, how, rules, tuple(warnings))

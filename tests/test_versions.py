@@ -1,0 +1,52 @@
+"""Which vLLM version a prediction models (issue 11): given, installed (package metadata, never
+imported) or the newest modelled; what is measured and what is not, said in every output."""
+
+import json
+
+from typer.testing import CliRunner
+
+from vrambudget import vllm_rules
+from vrambudget.cli import app
+from vrambudget.vllm_rules import choose_version
+
+runner = CliRunner()
+
+
+def test_given_versions_say_what_is_measured_and_what_is_not():
+    measured = choose_version("0.20.2")
+    assert measured.measured and measured.rules.version == "0.20" and not measured.warnings
+    assert "measured: vLLM 0.20.2 startups" in measured.label
+    between = choose_version("0.26.0")
+    assert between.rules.version == "0.20" and not between.measured
+    assert "0.26.0 not measured" in between.label
+    assert "between the modelled 0.20 and 0.33" in between.warnings[0] and "mamba cache mode" in between.warnings[0]
+    newest = choose_version("0.33.1")
+    assert newest.rules.version == "0.33" and not newest.warnings and "rules from source" in newest.label
+    future = choose_version("9.0")
+    assert future.rules.version == "0.33" and "newer than the newest modelled" in future.warnings[0]
+
+
+def test_default_is_the_installed_vllm_from_package_metadata(monkeypatch):
+    monkeypatch.setattr(vllm_rules, "installed_vllm", lambda: "0.20.2")
+    c = choose_version(None)
+    assert (c.asked, c.how, c.rules.version) == ("0.20.2", "installed", "0.20") and "installed" in c.label
+    monkeypatch.setattr(vllm_rules, "installed_vllm", lambda: None)
+    c = choose_version(None)
+    assert (c.asked, c.how) == (vllm_rules.NEWEST, "newest") and "newest modelled" in c.label
+
+
+def test_installed_vllm_reads_metadata_without_importing(monkeypatch):
+    import sys
+    from importlib import metadata
+
+    monkeypatch.setattr(metadata, "version", lambda name: "0.26.0" if name == "vllm" else "0")
+    assert vllm_rules.installed_vllm() == "0.26.0" and "vllm" not in sys.modules
+
+
+def test_every_output_names_the_modelled_version(monkeypatch):
+    monkeypatch.setattr(vllm_rules, "installed_vllm", lambda: None)
+    text = runner.invoke(app, ["predict", "--gpu", "4060ti", "--vllm-version", "0.26.0"]).output
+    assert "vLLM 0.26.0 (0.20 rules, coefficients from 0.20.2 logs; 0.26.0 not measured)" in text
+    assert "warning: vLLM 0.26.0 lies between" in text
+    out = json.loads(runner.invoke(app, ["predict", "--gpu", "4060ti", "--json"]).output)
+    assert out["inputs"]["vllm_version_modelled"].startswith("vLLM 0.33 (newest modelled")
