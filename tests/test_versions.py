@@ -35,12 +35,15 @@ def test_default_is_the_installed_vllm_from_package_metadata(monkeypatch):
     assert (c.asked, c.how) == (vllm_rules.NEWEST, "newest") and "newest modelled" in c.label
 
 
-def test_installed_vllm_reads_metadata_without_importing(monkeypatch):
+def test_installed_vllm_reads_metadata_without_importing(tmp_path, monkeypatch):
     import sys
-    from importlib import metadata
 
-    monkeypatch.setattr(metadata, "version", lambda name: "0.26.0" if name == "vllm" else "0")
+    (tmp_path / "vllm-0.26.0.dist-info").mkdir()
+    (tmp_path / "vllm-0.26.0.dist-info" / "METADATA").write_text("Name: vllm\nVersion: 0.26.0\n")
+    monkeypatch.setattr(sys, "path", [str(tmp_path)])
     assert vllm_rules.installed_vllm() == "0.26.0" and "vllm" not in sys.modules
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "nothing")])
+    assert vllm_rules.installed_vllm() is None
 
 
 def test_every_output_names_the_modelled_version(monkeypatch):

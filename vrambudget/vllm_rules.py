@@ -124,13 +124,18 @@ class VersionChoice:
 
 
 def installed_vllm() -> str | None:
-    """The version of the vllm package installed here, from its metadata (vllm is never imported)."""
-    from importlib import metadata
+    """The version of the vllm package installed here, from its dist-info folder name on sys.path
+    (its package metadata; vllm is never imported, and importlib.metadata's full scan is avoided)."""
+    import glob
+    import os
+    import sys
 
-    try:
-        return metadata.version("vllm")
-    except metadata.PackageNotFoundError:
-        return None
+    for entry in sys.path:
+        for info in sorted(glob.glob(os.path.join(entry or ".", "vllm-*.dist-info"))):
+            version = os.path.basename(info)[len("vllm-"):-len(".dist-info")]
+            if version and version[0].isdigit():
+                return version
+    return None
 
 
 def choose_version(given: str | None) -> VersionChoice:
