@@ -130,3 +130,9 @@ def test_checked_profiles_equal_the_official_configs():
     for name, m in bundled_models().items():
         if "config equal" in m.get("checked", ""):
             assert m["config"] == json.loads((official / name / "config.json").read_text()), name
+
+
+def test_5090_total_is_the_one_vllm_logged():
+    """club-3090 issue #1087 (2x RTX 5090): "Free memory on device (30.27/31.4 GiB) on startup"."""
+    g = gpus.lookup("rtx5090")
+    assert round(g.total_bytes / GiB, 2) == 31.4 and "issues/1087" in g.source
