@@ -16,6 +16,19 @@ LINEAR = "linear_attention"  # GatedDeltaNet (GDN)
 SLIDING = "sliding_attention"
 
 HYBRID_MODEL_TYPES = {"qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text", "qwen3_next"}
+# model types whose configs the memory model was checked against (real logs or vLLM's source)
+CHECKED_MODEL_TYPES = HYBRID_MODEL_TYPES | {"llama", "qwen3", "qwen3_moe", "qwen2", "mistral"}
+# config keys that change what vLLM allocates and that the memory model does not read yet: a config with
+# any of them set is refused in one line rather than planned as if they were absent
+UNMODELLED_KEYS = {
+    "attention_k_eq_v": "K=V tied attention (one cache tensor for K and V)",
+    "num_global_key_value_heads": "per-layer-type KV heads",
+    "global_head_dim": "per-layer-type head dims",
+    "num_kv_shared_layers": "KV cache shared across layers",
+    "hidden_size_per_layer_input": "per-layer input embeddings",
+    "q_lora_rank": "MLA (latent attention)",
+    "use_mla": "MLA (latent attention)",
+}
 
 
 @dataclass(frozen=True)
@@ -94,6 +107,7 @@ class ModelArch:
     mtp_layers: int = 0
     vision: VisionConfig | None = None
     quantization: dict[str, Any] | None = field(default=None, compare=False)
+    assumptions: tuple[str, ...] = ()  # what was assumed for a model type nobody checked (said in every output)
 
     @property
     def is_hybrid(self) -> bool:
@@ -171,6 +185,10 @@ def arch_from_config(cfg: dict[str, Any], name: str = "model") -> ModelArch:
     if text.get("kv_lora_rank"):
         raise UserError(f"{name}: MLA (latent attention, DeepSeek style) is not modelled; supported: GQA, "
                         "sliding window and GatedDeltaNet hybrids")
+    unmodelled = sorted({why for key, why in UNMODELLED_KEYS.items() if text.get(key) or cfg.get(key)})
+    if unmodelled:
+        raise UserError(f"{name} ({model_type or arch_name}): not modelled yet: {'; '.join(unmodelled)}; "
+                        "vrambudget plans GQA, sliding-window, MoE and GatedDeltaNet-hybrid configs")
     head_dim = int(text.get("head_dim") or hidden // n_heads)
     layer_types = _layer_types(text, n_layers)
     unknown = set(layer_types) - {FULL, LINEAR, SLIDING}
@@ -208,4 +226,7 @@ def arch_from_config(cfg: dict[str, Any], name: str = "model") -> ModelArch:
         sliding_window=int(window) if window else None, gdn=gdn, moe=_moe(text, n_layers),
         mtp_layers=mtp, vision=_vision(cfg),
         quantization=cfg.get("quantization_config") or text.get("quantization_config"),
+        assumptions=() if model_type in CHECKED_MODEL_TYPES else (
+            f"model type {model_type or '?'} ({arch_name}) not checked against vLLM: planned as a decoder of "
+            f"{n_layers} {'/'.join(sorted(set(layer_types)))} layers from config.json, no other per-layer state",),
     )

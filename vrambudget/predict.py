@@ -120,6 +120,7 @@ def estimated_terms(d: Deployment, b: Budget) -> list[str]:
         out.append(d.vllm.label)
     elif d.vllm is None and d.rules.version != "0.20":
         out.append(f"vLLM {d.rules.version} coefficients (inherited from 0.20.2 logs)")
+    out.extend(d.model.arch.assumptions)
     if d.model.arch.is_multimodal and not d.language_model_only:
         out.append("vision encoder profiling peak (NOT MEASURED)")
     return out

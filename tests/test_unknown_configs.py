@@ -1,0 +1,35 @@
+"""Any other Hugging Face config (issue 10, item 4): planned with a statement of what was assumed, or
+refused in one line that names what is not modelled; never a silent guess. The configs here are minimal
+synthetic inputs (only the keys under test), not copies of real checkpoints."""
+
+import json
+
+from typer.testing import CliRunner
+
+from vrambudget.cli import app
+
+runner = CliRunner()
+BASE = {"num_hidden_layers": 4, "hidden_size": 1024, "num_attention_heads": 8, "num_key_value_heads": 2,
+        "intermediate_size": 2048, "vocab_size": 32000, "max_position_embeddings": 8192, "torch_dtype": "bfloat16"}
+
+
+def _model(tmp_path, **cfg):
+    (tmp_path / "config.json").write_text(json.dumps({**BASE, **cfg}))
+    return str(tmp_path)
+
+
+def test_a_config_with_unmodelled_attention_is_refused_in_one_line(tmp_path):
+    m = _model(tmp_path, model_type="gemma4_text", attention_k_eq_v=True, global_head_dim=512)
+    r = runner.invoke(app, ["predict", "-m", m, "--gpu", "rtx3090"])
+    assert r.exit_code != 0 and "Traceback" not in r.output
+    lines = [x for x in r.output.splitlines() if x.strip()]
+    assert len(lines) == 1 and "K=V tied attention" in lines[0] and "per-layer-type head dims" in lines[0]
+
+
+def test_an_unchecked_model_type_is_planned_with_its_assumption_said(tmp_path):
+    m = _model(tmp_path, model_type="phi3", architectures=["Phi3ForCausalLM"])
+    out = json.loads(runner.invoke(app, ["predict", "-m", m, "--gpu", "rtx3090", "--json"]).output)
+    said = [t for t in out["estimated_terms"] if "model type phi3" in t]
+    assert said and "not checked against vLLM" in said[0]
+    checked = json.loads(runner.invoke(app, ["predict", "-m", "qwen3-8b", "--gpu", "rtx3090", "--json"]).output)
+    assert not [t for t in checked["estimated_terms"] if "model type" in t]
