@@ -124,6 +124,11 @@ class Features:
     backend_bytes: int = 0  # the attention backend's workspace inside the profiled peak (gpu_facts.json)
 
 
+def backend_for(d: Deployment) -> Backend:
+    """The attention backend this deployment runs: the one forced with --attention-backend, else vLLM's pick."""
+    return backend_named(d.attention_backend) if d.attention_backend else attention_backend(d.gpu, d.kv_dtype_bytes)
+
+
 def features(d: Deployment, w: WeightBytes | None = None) -> Features:
     a = d.model.arch
     w = w or weight_bytes(d)
@@ -138,8 +143,7 @@ def features(d: Deployment, w: WeightBytes | None = None) -> Features:
         eager=d.enforce_eager, compile_cache=d.compile_cache, num_cudagraphs=graphs,
         with_encoder=a.is_multimodal and not d.language_model_only,
         cudagraph_in_budget=d.rules.cudagraph_estimate_in_budget,
-        backend_bytes=(backend_named(d.attention_backend) if d.attention_backend
-                       else attention_backend(d.gpu, d.kv_dtype_bytes)).profiled_bytes)
+        backend_bytes=backend_for(d).profiled_bytes)
 
 
 def eager_activation(f: Features, c: Coefficients) -> float:
@@ -182,7 +186,7 @@ def budget(d: Deployment, c: Coefficients, w: WeightBytes | None = None) -> Budg
     f = features(d, w)
     t = terms(f, c)
     context = context_for(d, c)
-    backend = backend_named(d.attention_backend) if d.attention_backend else attention_backend(d.gpu, d.kv_dtype_bytes)
+    backend = backend_for(d)
     if d.gpu.free_bytes is not None:  # --gpu auto: NVML's free now, less the context vLLM will create
         free, free_measured = d.gpu.free_bytes - context.value - d.other_gpu_bytes, context.measured
     else:

@@ -62,17 +62,13 @@ def run_safely(fn: Callable[[], None]) -> None:
         raise typer.Exit(2) from None
 
 
-def _version(d) -> str:
-    """The vLLM version a command modelled, and whether it was measured."""
-    return d.vllm.label if d.vllm else f"vLLM {d.rules.version}"
-
-
 def _backend_choice(name: str | None) -> str | None:
     from .errors import UserError
+    from .gpufacts import known_backends
 
     if not name:
         return None
-    known = ("FLASH_ATTN", "FLASHINFER", "TRITON_ATTN")
+    known = known_backends()
     if name.upper() not in known:
         raise UserError(f"--attention-backend {name!r} is not modelled; use one of {', '.join(known)}")
     return name.upper()
@@ -188,7 +184,7 @@ def _kv_only(d, available_kv_gib: float, json_out: bool) -> None:
         emit_json(out)
         return
     pads = "; ".join(f"Add {n} padding layers, may waste at most {pct:.2f}%" for n, pct in lay.padding_warnings)
-    typer.echo(f"KV plan for {available_kv_gib:.2f} GiB ({_version(d)}):\n"
+    typer.echo(f"KV plan for {available_kv_gib:.2f} GiB ({d.version_label}):\n"
                f"  block size {lay.block_size} tokens{'; ' + pads if pads else ''}\n"
                f"  {p.num_blocks:,} blocks of {lay.bytes_per_block:,} bytes\n"
                f"  GPU KV cache size: {p.kv_cache_tokens:,} tokens\n"
@@ -231,7 +227,7 @@ def table(model: ModelOpt = None, gpu: GpuOpt = None, gpu_memory: GpuMemOpt = No
             emit_json({**t, "target_context": tokens, "min_gmu": target, "min_gmu_first_boot": target_first,
                        "inputs": d.inputs()})
         else:
-            typer.echo(f"{d.model.ref} on {d.gpu.name}, {_version(d)}, KV {d.kv_cache_dtype}")
+            typer.echo(f"{d.model.ref} on {d.gpu.name}, {d.version_label}, KV {d.kv_cache_dtype}")
             typer.echo(table_text(t, target, tokens, target_first))
         if plot:
             from pathlib import Path
@@ -284,7 +280,7 @@ def plan_cmd(target_context: Annotated[str, typer.Option("--target-context", hel
                  "yes" if o.serves else "no"] for o in opts]
         result: dict[str, Any] = {"target_context": tokens, "options": [o.__dict__ | {"gmu": o.gmu} for o in opts],
                                   "inputs": d.inputs()}
-        text = [f"{tokens:,} tokens of {d.model.ref} on {d.gpu.name}, {_version(d)}, KV {d.kv_cache_dtype}",
+        text = [f"{tokens:,} tokens of {d.model.ref} on {d.gpu.name}, {d.version_label}, KV {d.kv_cache_dtype}",
                 tabulate(rows, headers=["configuration", "GMU (restart)", "GMU (first boot)", "serves up to GMU",
                                         "serves"], tablefmt="simple", disable_numparse=True)]
         if best is None:

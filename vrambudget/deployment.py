@@ -75,6 +75,11 @@ class Deployment:
     vllm: Any = None  # vllm_rules.VersionChoice: the version asked for, how it was chosen, what is unknown
 
     @property
+    def version_label(self) -> str:
+        """The vLLM version modelled and whether it was measured (VersionChoice.label)."""
+        return self.vllm.label if self.vllm else f"vLLM {self.rules.version}"
+
+    @property
     def mtp(self) -> bool:
         """An MTP drafter is loaded (weights, an attention layer in the KV plan)."""
         return self.spec_tokens > 0 and self.speculative_method == "mtp"
@@ -120,7 +125,7 @@ class Deployment:
         return {
             "model": self.model.ref, "model_origin": self.model.origin, "gpu": self.gpu.name,
             "gpu_total_bytes": self.gpu.total_bytes, "vllm_version": self.rules.version,
-            "vllm_version_modelled": self.vllm.label if self.vllm else f"vLLM {self.rules.version}",
+            "vllm_version_modelled": self.version_label,
             "gpu_memory_utilization": self.gmu, "kv_cache_dtype": self.kv_cache_dtype,
             "enforce_eager": self.enforce_eager, "num_speculative_tokens": self.spec_tokens,
             "speculative_method": self.speculative_method if self.spec_tokens else None,

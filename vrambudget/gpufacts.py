@@ -75,6 +75,11 @@ def backend_named(name: str) -> Backend:
     return _backend(name.upper(), "", "forced with --attention-backend")
 
 
+def known_backends() -> tuple[str, ...]:
+    """The backends whose costs the data carries (what --attention-backend accepts)."""
+    return tuple(_facts()["attention_backends"]["costs"])
+
+
 def _backend(name: str, variant: str, source: str) -> Backend:
     cost = _facts()["attention_backends"]["costs"].get(name) or _facts()["attention_backends"]["costs"]["FLASH_ATTN"]
     return Backend(name, variant, int(cost["profiled_bytes"]), source, cost["source"],

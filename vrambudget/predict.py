@@ -126,22 +126,21 @@ def estimated_terms(d: Deployment, b: Budget) -> list[str]:
     return out
 
 
-def runtime_for(d: Deployment, c: Coefficients, b: Budget, prompt_tokens: int) -> RuntimeNeed:
+def runtime_for(d: Deployment, c: Coefficients, b: Budget, layout: KVLayout, prompt_tokens: int) -> RuntimeNeed:
     """What serving a prompt of `prompt_tokens` needs beyond the budget, against what is left."""
     growth = c.items["runtime_growth_per_prompt_token_bytes"]
     return runtime_need(d.model.arch, tokens=d.max_num_batched_tokens, tp=d.tp, mtp=d.mtp,
                         gdn_path=gdn_prefill_path(d.gpu), prompt_tokens=prompt_tokens,
                         growth_per_prompt_token=growth.value, growth_source=growth.source,
                         margin_bytes=b.runtime_margin_bytes,
-                        backend=_backend_runtime(d, b))
+                        backend=_backend_runtime(d, b, layout))
 
 
-def _backend_runtime(d: Deployment, b: Budget) -> tuple[str, int, str]:
+def _backend_runtime(d: Deployment, b: Budget, lay: KVLayout) -> tuple[str, int, str]:
     """The attention backend's first-request workspaces (bytes): vLLM 0.20.2 gives every attention
     KV-cache group a metadata builder (gpu_model_runner.py initialize_attn_backend) and the MTP drafter
     its own (spec_decode/llm_base_proposer.py draft_attn_groups); a FlashInfer builder allocates its own
     workspace (v1/attention/backends/flashinfer.py _get_workspace_buffer), not shared."""
-    lay = layout_for(d)
     builders = (sum(lay.groups(k) for k in lay.buckets if k.kind != "gdn") or 1) + (1 if d.mtp else 0)
     each = b.backend.runtime_bytes(d.enforce_eager)
     return f"{b.backend.name} x{builders} builder{'s' if builders > 1 else ''}", each * builders, b.backend.runtime_source
@@ -192,7 +191,7 @@ def predict(d: Deployment, c: Coefficients, w: WeightBytes | None = None,
                         f"(estimate from H100 lab startups), {_gib(b.runtime_margin_bytes)} is left there: "
                         f"lower --gpu-memory-utilization to {max_serving_gmu(d.gpu.total_bytes, b.free_at_start_bytes, warm_up) or 0:.2f}")
     ceiling = min(plan.ceiling, d.model.arch.max_position_embeddings)
-    rt = runtime_for(d, c, b, prompt_tokens or max(1, min(ceiling, plan.max_model_len) or 1))
+    rt = runtime_for(d, c, b, layout, prompt_tokens or max(1, min(ceiling, plan.max_model_len) or 1))
     serve_gmu = max_serving_gmu(d.gpu.total_bytes, b.free_at_start_bytes, rt.need_bytes)
     if avail > 0 and not rt.serves:
         terms_txt = " + ".join(f"{t.name} {_gib(t.bytes)}" for t in rt.terms if t.bytes)

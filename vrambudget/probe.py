@@ -435,17 +435,17 @@ class Prober:
                     srv.stop()
                     self._release()
                     self._rewrite_verify(att)
-                    lower = self._serving_gmu(gmu, att) if not ok and self._runtime_oom(att) else None
+                    oom = not ok and self._runtime_oom(att)
+                    if oom:
+                        runtime_ooms.append(gmu)
+                    lower = self._serving_gmu(gmu, att) if oom else None
                     if lower is not None:
                         # it started, then ran out of memory outside the budget, as predicted for this GMU:
                         # a lower GMU leaves more room (a length-bound OOM lowers the length below)
-                        runtime_ooms.append(gmu)
                         self.report(f"[{att.n}] runtime OOM at GMU {gmu:.2f} (a startup-only probe would have "
                                     f"certified it); trying GMU {lower:.2f}, the highest predicted to serve")
                         gmu, lo, hi, served, serve_failed = lower, 0, max_len + 1, 0, False
                         continue
-                    if not ok and self._runtime_oom(att):
-                        runtime_ooms.append(gmu)
                     if not ok:  # it starts but does not serve: the ceiling is lower
                         serve_failed, hi = True, cand
                         nxt = self._mid(served, hi) if served else self._round(int(cand * 0.9))

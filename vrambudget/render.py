@@ -25,7 +25,7 @@ def header(p: Prediction) -> str:
             f"{'' if d.gpu.measured else ', ' + d.gpu.source.split(':')[0].split(' (')[0]}"
             f"{f'; {d.gpu.sms} SMs, {d.gpu.architecture}' if d.gpu.sms else ''}; attention {b.backend.label}"
             + (f", GDN prefill {gdn_prefill_path(d.gpu)}" if d.model.arch.is_hybrid else "") + ")\n"
-            f"{d.vllm.label if d.vllm else 'vLLM ' + d.rules.version} | GMU {d.gmu:.2f} | KV {d.kv_cache_dtype} | {mode} | {mtp} | "
+            f"{d.version_label} | GMU {d.gmu:.2f} | KV {d.kv_cache_dtype} | {mode} | {mtp} | "
             f"max_num_seqs {d.max_num_seqs} | max_num_batched_tokens {d.max_num_batched_tokens} | TP {d.tp}"
             + (" | prefix caching" if d.enable_prefix_caching else "")
             + (" | language model only" if a.is_multimodal and d.language_model_only else ""))
