@@ -16,10 +16,14 @@ def test_given_versions_say_what_is_measured_and_what_is_not():
     measured = choose_version("0.20.2")
     assert measured.measured and measured.rules.version == "0.20" and not measured.warnings
     assert "measured: vLLM 0.20.2 startups" in measured.label
-    between = choose_version("0.26.0")
+    between = choose_version("0.23.1")
     assert between.rules.version == "0.20" and not between.measured
-    assert "0.26.0 not measured" in between.label
-    assert "between the modelled 0.20 and 0.33" in between.warnings[0] and "mamba cache mode" in between.warnings[0]
+    assert "0.23.1 not measured" in between.label
+    assert "between the modelled 0.20 and 0.26" in between.warnings[0] and "default GMU 0.90 -> 0.92" in between.warnings[0]
+    measured26 = choose_version("0.26.0")
+    assert measured26.measured and measured26.rules.version == "0.26" and not measured26.warnings
+    later = choose_version("0.29.0")
+    assert "between the modelled 0.26 and 0.33" in later.warnings[0] and "mamba cache mode" in later.warnings[0]
     newest = choose_version("0.33.1")
     assert newest.rules.version == "0.33" and not newest.warnings and "rules from source" in newest.label
     future = choose_version("9.0")
@@ -48,8 +52,14 @@ def test_installed_vllm_reads_metadata_without_importing(tmp_path, monkeypatch):
 
 def test_every_output_names_the_modelled_version(monkeypatch):
     monkeypatch.setattr(vllm_rules, "installed_vllm", lambda: None)
+    text = runner.invoke(app, ["predict", "--gpu", "4060ti", "--vllm-version", "0.24.0"]).output
+    assert "vLLM 0.24.0 (0.20 rules, coefficients from 0.20.2 logs; 0.24.0 not measured)" in text
+    assert "warning: vLLM 0.24.0 lies between the modelled 0.20 and 0.26" in text
+    assert "sampler's peaks no longer add" in text  # what changed between the two ranges, named
     text = runner.invoke(app, ["predict", "--gpu", "4060ti", "--vllm-version", "0.26.0"]).output
-    assert "vLLM 0.26.0 (0.20 rules, coefficients from 0.20.2 logs; 0.26.0 not measured)" in text
-    assert "warning: vLLM 0.26.0 lies between" in text
+    assert "vLLM 0.26.0 (measured: vLLM 0.26.0 startups on H100 and 2x H200" in text and "lies between" not in text
+    text = runner.invoke(app, ["predict", "--gpu", "4060ti", "--vllm-version", "0.30.1"]).output
+    assert "0.26 rules, coefficients from 0.26.0 logs; 0.30.1 not measured" in text
+    assert "a reserved null block" in text
     out = json.loads(runner.invoke(app, ["predict", "--gpu", "4060ti", "--json"]).output)
     assert out["inputs"]["vllm_version_modelled"].startswith("vLLM 0.33 (newest modelled")

@@ -147,9 +147,14 @@ def features(d: Deployment, w: WeightBytes | None = None) -> Features:
 
 
 def eager_activation(f: Features, c: Coefficients) -> float:
-    """profile_run's torch peak increase without torch.compile (bytes)."""
-    return (c["activation_base_bytes"] + c["activation_per_token_width_bytes"] * f.tokens * f.mlp_width / f.tp
-            + c["activation_sampler_factor"] * f.seqs * f.vocab * 4)
+    """profile_run's torch peak increase without torch.compile (bytes): a base, the forward pass over
+    max_num_batched_tokens and the sampler's dummy run over max_num_seqs fp32 logit rows. Where the two
+    peaks do not overlap in time (coefficient activation_peaks_overlap = 0, measured on vLLM 0.26.0) the
+    larger one counts; else (0.20.2's fit) they add."""
+    forward = c["activation_per_token_width_bytes"] * f.tokens * f.mlp_width / f.tp
+    sampler = c["activation_sampler_factor"] * f.seqs * f.vocab * 4
+    both = forward + sampler if c.get("activation_peaks_overlap", 1.0) else max(forward, sampler)
+    return c["activation_base_bytes"] + both
 
 
 def compile_extra(f: Features, c: Coefficients) -> float:

@@ -35,6 +35,11 @@ class Coefficients:
         except KeyError:
             raise UserError(f"coefficient {name!r} missing from profiles {self.origins}") from None
 
+    def get(self, name: str, default: float) -> float:
+        """A coefficient that older profiles do not carry, with the value that reproduces them."""
+        c = self.items.get(name)
+        return c.value if c else default
+
 
 def _read(path: Path) -> dict[str, Any]:
     data = read_json(path)

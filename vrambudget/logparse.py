@@ -27,6 +27,7 @@ PATTERNS: dict[str, re.Pattern[str]] = {
     "profiling": re.compile(r"Total non KV cache memory: ([0-9.]+)GiB; torch peak memory increase: ([0-9.]+)GiB; "
                             r"non-torch forward increase memory: ([0-9.]+)GiB; weights memory: ([0-9.]+)GiB"),
     "cudagraph_estimate": re.compile(r"Estimated CUDA graph memory: (-?[0-9.]+) GiB total"),
+    "chunked_prefill": re.compile(r"Chunked prefill is enabled with max_num_batched_tokens=(\d+)"),
     "available_kv": re.compile(r"Available KV cache memory: (-?[0-9.]+) GiB"),
     "padding": re.compile(r"Add (\d+) padding layers, may waste at most ([0-9.]+)%"),
     "autofit_reduced": re.compile(r"Auto-fit max_model_len: reduced from (\d+) to (\d+)"),
@@ -95,6 +96,7 @@ def parse_log(text: str) -> LogFacts:
     milestones: list[str] = []
     oom_at: str | None = None
     crash_line: str | None = None
+    args_seen = False
     for line in text.splitlines():
         for key, pat in PATTERNS.items():
             m = pat.search(line)
@@ -103,11 +105,14 @@ def parse_log(text: str) -> LogFacts:
             g = m.groups()
             if key in ("vllm_version", "version_line") and not f.vllm_version:
                 f.vllm_version = g[0]
-            elif key == "args" and not f.args:
+            elif key == "args" and not args_seen:
+                args_seen = True
                 try:
-                    f.args = ast.literal_eval(g[0])
+                    f.args = {**f.args, **ast.literal_eval(g[0])}
                 except (ValueError, SyntaxError):
-                    f.args = {}
+                    pass
+            elif key == "chunked_prefill":  # the effective value, also where the args leave vLLM's default
+                f.args.setdefault("max_num_batched_tokens", int(g[0]))
             elif key == "snapshot":
                 f.free_at_start_gib, f.total_gib, f.cuda_context_gib = map(float, g)
             elif key == "requested":

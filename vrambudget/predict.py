@@ -118,8 +118,8 @@ def estimated_terms(d: Deployment, b: Budget) -> list[str]:
         out.append("activation/non-torch/graph coefficients (fitted on H100/H200)")
     if d.vllm is not None and not d.vllm.measured:
         out.append(d.vllm.label)
-    elif d.vllm is None and d.rules.version != "0.20":
-        out.append(f"vLLM {d.rules.version} coefficients (inherited from 0.20.2 logs)")
+    elif d.vllm is None and not d.rules.measured:
+        out.append(f"vLLM {d.rules.version} coefficients (inherited from measured ranges, not measured)")
     out.extend(d.model.arch.assumptions)
     if d.model.arch.is_multimodal and not d.language_model_only:
         out.append("vision encoder profiling peak (NOT MEASURED)")

@@ -59,6 +59,13 @@ RULES: dict[str, VllmRules] = {
         kv_tokens_formula="concurrency", cudagraph_estimate_in_budget=True, compile_key_has_max_model_len=True,
         measured="vLLM 0.20.2 startups on H100/H200 (tests/fixtures)",
     ),
+    "0.26": VllmRules(
+        version="0.26", description="vLLM 0.26.x (verified on 0.26.0 H100 and 2x H200 logs)",
+        default_gmu=0.92, hybrid_block_multiple=16, align_block_multiple_hopper=16,
+        mamba_mode_default="none", align_hopper_extra_blocks=0, reserved_null_blocks=0,
+        kv_tokens_formula="concurrency", cudagraph_estimate_in_budget=True, compile_key_has_max_model_len=True,
+        measured="vLLM 0.26.0 startups on H100 and 2x H200 (tests/fixtures/lab-vllm-0.26.0-*)",
+    ),
     "0.33": VllmRules(
         version="0.33", description="vLLM 0.33.x, the current release (from its source; not yet "
         "verified on a log: probe it to refit)",
@@ -91,10 +98,15 @@ def rules_for(version: str | None) -> VllmRules:
     return RULES[best]
 
 
-# What changed between the measured 0.20 range and 0.33 (read in the two wheels' source); a version
-# in between has not been read, so which of these apply to it is not known.
-CHANGED_0_20_TO_0_33 = ("default GMU 0.90 -> 0.92", "mamba cache mode 'align' by default",
-                        "a reserved null block", "align-mode block multiple 64 on Hopper")
+# What changed from one modelled range to the next: from the 0.20.2 and 0.26.0 logs and the 0.20.2 / 0.26.0 /
+# 0.33.0 wheels' source. A version between two ranges has not been read, so which of these it has is not known.
+CHANGES: dict[tuple[str, str], tuple[str, ...]] = {
+    ("0.19", "0.20"): ("'GPU KV cache size' logged as concurrency x max_model_len", "CUDA graph memory in the budget"),
+    ("0.20", "0.26"): ("default GMU 0.90 -> 0.92",
+                       "activation peak: the forward pass's and the sampler's peaks no longer add (measured)"),
+    ("0.26", "0.33"): ("mamba cache mode 'align' by default", "a reserved null block",
+                       "align-mode block multiple 64 on Hopper"),
+}
 
 
 @dataclass(frozen=True)
@@ -117,9 +129,10 @@ class VersionChoice:
         if self.measured:
             what = f"measured: {self.rules.measured}"
         elif self.rules.version == NEWEST:
-            what = f"{self.rules.version} rules from source, coefficients from 0.20.2 logs; not measured"
+            what = f"{self.rules.version} rules from source, coefficients from 0.26.0 logs; not measured"
         else:
-            what = f"{self.rules.version} rules, coefficients from 0.20.2 logs; {self.asked} not measured"
+            src = "0.26.0" if _key(self.rules.version) >= (0, 26) else "0.20.2"
+            what = f"{self.rules.version} rules, coefficients from {src} logs; {self.asked} not measured"
         return f"vLLM {self.asked} ({how}{what})"
 
 
@@ -153,7 +166,8 @@ def choose_version(given: str | None) -> VersionChoice:
                         f"{NEWEST}'s rules, which nobody has checked against {asked}")
     elif want != base:
         nxt = min((k for k in RULES if _key(k) > want), key=_key)
+        changed = CHANGES.get((rules.version, nxt), ())
         warnings.append(f"vLLM {asked} lies between the modelled {rules.version} and {nxt}: planned with "
-                        f"{rules.version}'s rules, but between them vLLM changed ({'; '.join(CHANGED_0_20_TO_0_33)}) "
+                        f"{rules.version}'s rules, but between them vLLM changed ({'; '.join(changed)}) "
                         f"and which of these {asked} has is not known here")
     return VersionChoice(asked, how, rules, tuple(warnings))

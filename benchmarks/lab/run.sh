@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The lab session on the GPU host (device tool): bash benchmarks/lab/run.sh STEP...
+# LAB_BUNDLE: the folder of bundle parts (default .gpu-bundle; .gpu-bundle-026 for vLLM 0.26.0).
 # Steps: ctx (CUDA context per process, no vLLM), unpack, one JSON startup per "s:NAME:JSON" argument,
 # "probe:NAME:ARGS" (a vrambudget probe run; LAB_EXTRA: more vLLM flags), cache (JIT caches to $OUT). Each step's output goes to $OUT/NAME.log; state in /tmp/lab.
 set -uo pipefail
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
 mkdir -p /tmp/lab /tmp/parts /tmp/site
 here=$(cd "$(dirname "$0")" && pwd)
-for p in .gpu-bundle/part-*; do [ -f "$p" ] && cp -n "$p" /tmp/parts/; done
+for p in "${LAB_BUNDLE:-.gpu-bundle}"/part-*; do [ -f "$p" ] && cp -n "$p" /tmp/parts/; done
 for step in "$@"; do
   name=${step%%:*}; rest=${step#*:}
   case "$name" in

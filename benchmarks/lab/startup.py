@@ -6,61 +6,71 @@
 Lines starting with LAB are this script's own readings (bytes unless named otherwise)."""
 import json, os, subprocess, sys, time
 
-cfg = json.loads(sys.argv[1])
-from vllm import LLM, SamplingParams  # noqa: E402
-
-kw = dict(model=cfg["model"], load_format="dummy", skip_tokenizer_init=True,
-          gpu_memory_utilization=cfg["gmu"], max_model_len=cfg.get("max_model_len", -1),
-          kv_cache_dtype=cfg.get("kv", "auto"), enforce_eager=cfg.get("eager", True),
-          max_num_seqs=cfg.get("max_num_seqs", 8), max_num_batched_tokens=cfg.get("mnbt", 2048), seed=0,
-          enable_prefix_caching=cfg.get("prefix_caching", None))
-if cfg.get("lmo", True):
-    kw["language_model_only"] = True
-if cfg.get("mtp"):
-    kw["speculative_config"] = {"method": "mtp", "num_speculative_tokens": cfg["mtp"]}
-if cfg.get("gdn"):
-    kw["gdn_prefill_backend"] = cfg["gdn"]  # "triton": the FLA path every non-Hopper GPU takes
-if cfg.get("backend"):
-    kw["attention_config"] = {"backend": cfg["backend"]}
-import torch  # noqa: E402
-
-free0, total = torch.cuda.mem_get_info()
-print("LAB before_engine free", free0, "total", total, flush=True)
-t0 = time.time()
-llm = LLM(**kw)
-print("LAB startup_s", round(time.time() - t0, 1), flush=True)
 
 
-def smi():
-    return subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
-                          capture_output=True, text=True).stdout.strip()
+def main() -> None:  # guarded: tensor parallel workers are spawned and re-import this file
+    cfg = json.loads(sys.argv[1])
+    from vllm import LLM, SamplingParams
+
+    kw = dict(model=cfg["model"], load_format="dummy", skip_tokenizer_init=True,
+              gpu_memory_utilization=cfg["gmu"], max_model_len=cfg.get("max_model_len", -1),
+              kv_cache_dtype=cfg.get("kv", "auto"), enforce_eager=cfg.get("eager", True),
+              seed=0, enable_prefix_caching=cfg.get("prefix_caching", None))
+    if not cfg.get("defaults"):  # "defaults": true leaves vLLM's own max_num_seqs / max_num_batched_tokens
+        kw.update(max_num_seqs=cfg.get("max_num_seqs", 8), max_num_batched_tokens=cfg.get("mnbt", 2048))
+    if cfg.get("tp"):
+        kw["tensor_parallel_size"] = cfg["tp"]
+    if cfg.get("lmo", True):
+        kw["language_model_only"] = True
+    if cfg.get("mtp"):
+        kw["speculative_config"] = {"method": "mtp", "num_speculative_tokens": cfg["mtp"]}
+    if cfg.get("gdn"):
+        kw["gdn_prefill_backend"] = cfg["gdn"]  # "triton": the FLA path every non-Hopper GPU takes
+    if cfg.get("backend"):
+        kw["attention_config"] = {"backend": cfg["backend"]}
+    import torch  # noqa: E402
+
+    free0, total = torch.cuda.mem_get_info()
+    print("LAB before_engine free", free0, "total", total, flush=True)
+    t0 = time.time()
+    llm = LLM(**kw)
+    print("LAB startup_s", round(time.time() - t0, 1), flush=True)
 
 
-free, _ = torch.cuda.mem_get_info()
-print("LAB after_init free", free, "reserved", torch.cuda.memory_reserved(), "smi_used_mib", smi(), flush=True)
-mml = llm.llm_engine.model_config.max_model_len
-print("LAB max_model_len", mml, flush=True)
-from vllm.inputs import TokensPrompt  # noqa: E402
-import random  # noqa: E402
+    def smi():
+        return subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+                              capture_output=True, text=True).stdout.strip()
 
-for n in cfg.get("prompts", []):
-    n = min(int(n), mml - 32)
-    rng = random.Random(n)
-    ids = [rng.randrange(1000, 100000) for _ in range(n)]
-    torch.cuda.reset_peak_memory_stats()
-    r0 = torch.cuda.memory_reserved()
-    t1 = time.time()
-    try:
-        out = llm.generate([TokensPrompt(prompt_token_ids=ids)], SamplingParams(max_tokens=16, ignore_eos=True,
-                                                                                detokenize=False))
-        status = "ok"
-    except Exception as e:  # a runtime OOM is the measurement
-        status = f"error {type(e).__name__}: {str(e)[:300]}"
-    free2, _ = torch.cuda.mem_get_info()
-    print("LAB prompt", n, status, "s", round(time.time() - t1, 1), "reserved_before", r0, "max_reserved",
-          torch.cuda.max_memory_reserved(), "max_allocated", torch.cuda.max_memory_allocated(), "free_after", free2,
-          "smi_used_mib", smi(), flush=True)
-    if status != "ok":
-        break
-print("LAB done", flush=True)
-os._exit(0)
+
+    free, _ = torch.cuda.mem_get_info()
+    print("LAB after_init free", free, "reserved", torch.cuda.memory_reserved(), "smi_used_mib", smi(), flush=True)
+    mml = llm.llm_engine.model_config.max_model_len
+    print("LAB max_model_len", mml, flush=True)
+    from vllm.inputs import TokensPrompt  # noqa: E402
+    import random  # noqa: E402
+
+    for n in cfg.get("prompts", []):
+        n = min(int(n), mml - 32)
+        rng = random.Random(n)
+        ids = [rng.randrange(1000, 100000) for _ in range(n)]
+        torch.cuda.reset_peak_memory_stats()
+        r0 = torch.cuda.memory_reserved()
+        t1 = time.time()
+        try:
+            out = llm.generate([TokensPrompt(prompt_token_ids=ids)], SamplingParams(max_tokens=16, ignore_eos=True,
+                                                                                    detokenize=False))
+            status = "ok"
+        except Exception as e:  # a runtime OOM is the measurement
+            status = f"error {type(e).__name__}: {str(e)[:300]}"
+        free2, _ = torch.cuda.mem_get_info()
+        print("LAB prompt", n, status, "s", round(time.time() - t1, 1), "reserved_before", r0, "max_reserved",
+              torch.cuda.max_memory_reserved(), "max_allocated", torch.cuda.max_memory_allocated(), "free_after", free2,
+              "smi_used_mib", smi(), flush=True)
+        if status != "ok":
+            break
+    print("LAB done", flush=True)
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()
