@@ -73,3 +73,20 @@ def test_default_gmu_and_version_label():
     v = choose_version("0.26.0")
     assert v.rules.default_gmu == 0.92 and v.measured
     assert compare_file(H100 / "q9-e-fp8-mtp2.log").prediction.deployment.rules.version == "0.26"
+
+
+def test_fit_on_vllm_026_logs_improves_them(tmp_path):
+    """`fit` reads 0.26.0 logs and probe records; with the non-adding peaks it shifts the base only."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from vrambudget.cli import app
+
+    out = tmp_path / "p.json"
+    r = CliRunner().invoke(app, ["fit", str(H100 / "v26p1" / "records.jsonl"), str(H100 / "q9-e-fp8-mtp2.log"),
+                                 str(H100 / "q9-e-fp8-defaults.log"), "--out", str(out), "--json"])
+    assert r.exit_code == 0, r.output
+    res = json.loads(r.stdout if hasattr(r, "stdout") else r.output)
+    assert res["worst_error_after_gib"] < res["worst_error_before_gib"] <= 0.1
+    assert "activation_sampler_factor" not in res["changed"] and out.is_file()

@@ -42,7 +42,7 @@ CompileOpt = Annotated[str, typer.Option("--compile-cache", rich_help_panel=P,
 LmoOpt = Annotated[Optional[bool], typer.Option("--language-model-only/--with-vision", rich_help_panel=P,
                    help="Skip the vision tower of a multimodal checkpoint (default: on).")]
 VerOpt = Annotated[Optional[str], typer.Option("--vllm-version", help="The vLLM you run, e.g. 0.20.2 (modelled: "
-                   "0.19, 0.20.x measured, 0.33.x from source; others are planned with the nearest older rules and "
+                   "0.19, 0.20.x and 0.26.x measured, 0.33.x from source; others are planned with the nearest older rules and "
                    "a warning). Default: the vLLM installed here (its package metadata), else the newest modelled.")]
 OtherOpt = Annotated[Optional[str], typer.Option("--other-gpu-usage", help="Memory other processes hold on the GPU, e.g. 0.6GiB.")]
 BackendOpt = Annotated[Optional[str], typer.Option("--attention-backend", help="vLLM's --attention-backend, "

@@ -125,7 +125,9 @@ def fit(samples: list[Sample], base: Coefficients) -> FitResult:
     cur = Coefficients(items, base.origins)
     if eager:
         rows = {(s.f.tokens * s.f.mlp_width / s.f.tp, s.f.seqs * s.f.vocab * 4.0) for s in eager}
-        if len(rows) >= 3:
+        # the three-term least squares assumes the forward and sampler peaks add (0.20.2); where they do not
+        # (activation_peaks_overlap = 0, vLLM 0.26) only the base is shifted
+        if len(rows) >= 3 and cur.get("activation_peaks_overlap", 1.0):
             import numpy as np
 
             A = np.array([[1.0, s.f.tokens * s.f.mlp_width / s.f.tp, s.f.seqs * s.f.vocab * 4.0] for s in eager])
