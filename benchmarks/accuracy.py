@@ -28,6 +28,11 @@ ROOT = Path(__file__).resolve().parent.parent
 HALF_WARM = {"q9-g-fp8-mtp2-32k-cold.log"}  # tests/fixtures/lab-vllm-0.26.0-h100/README.md
 
 
+def group(f, d) -> str:
+    """The summary row a log counts in: its vLLM version and GPU kind."""
+    return f"vLLM {f.vllm_version or d.rules.version} | {d.gpu.name}"
+
+
 def public_rows(by_gpu: dict[str, dict]) -> list[list[str]]:
     """Logs other people published (tests/fixtures/public-logs): the KV plan from their logged available
     memory, and the budget terms this tool cannot predict for them, named instead of guessed."""
@@ -44,7 +49,8 @@ def public_rows(by_gpu: dict[str, dict]) -> list[list[str]]:
                      f"{plan.kv_cache_tokens:,}", "exact" if exact else "DIFFERS"])
         rows.append([label, "available KV cache", f"{f.available_kv_gib:.2f}", "unknown term",
                      "; ".join(src["unknown_terms"])])
-        g = by_gpu[f"vLLM {f.vllm_version or d.rules.version} | {d.gpu.name}"]
+        g = by_gpu[group(f, d)]
+        g["logs"] += 1
         g["plans"].append(exact)
         g["unknown"].update(src["unknown_terms"])
     return rows
@@ -61,7 +67,7 @@ def main(paths: list[str]) -> int:
         if not any(part.startswith(("lab-", "public-")) for part in p.parts) or "lab-vllm-0.26.0" in str(p))
     worst = 0.0
     rows = []
-    by_gpu: dict[str, dict] = defaultdict(lambda: {"errors": [], "plans": [], "unknown": set()})
+    by_gpu: dict[str, dict] = defaultdict(lambda: {"logs": 0, "errors": [], "plans": [], "unknown": set()})
     for path in logs:
         name = f"{path.parent.name}/{path.stem}"[-48:]
         try:
@@ -70,7 +76,8 @@ def main(paths: list[str]) -> int:
             rows.append([name, "not modelled", "", "", str(e)[:90]])
             continue
         f, d = cmp.facts, cmp.prediction.deployment
-        key = f"vLLM {f.vllm_version or d.rules.version} | {d.gpu.name}"
+        key = group(f, d)
+        by_gpu[key]["logs"] += 1
         anomaly = path.name in HALF_WARM
         for term, logged, pred, err in cmp.rows:
             if logged is None:
@@ -91,7 +98,7 @@ def main(paths: list[str]) -> int:
         rows += public_rows(by_gpu)
     print(tabulate(rows, headers=["log", "term", "logged", "predicted", "error GiB"], tablefmt="simple",
                    disable_numparse=True))
-    summary = [[gpu, len(g["plans"]) or len(g["errors"]),
+    summary = [[gpu, g["logs"],
                 f"{statistics.median(g['errors']):.3f}" if g["errors"] else "unknown: " + "; ".join(sorted(g["unknown"])),
                 f"{sum(g['plans'])}/{len(g['plans'])}"] for gpu, g in sorted(by_gpu.items())]
     print("\nper vLLM version and GPU kind (0.20.2 and 0.26.0 measured here; 0.33: rules from source, no log)")

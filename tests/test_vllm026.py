@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 
 from vrambudget.explain import compare_file
-from vrambudget.logparse import parse_log
 from vrambudget.planner import plan_kv
 from vrambudget.predict import layout_for
 from vrambudget.units import GiB
@@ -46,8 +45,8 @@ def test_available_kv_on_vllm_026_logs(path):
                          ids=lambda p: p.stem if p.stem != "startup-01" else p.parent.name)
 def test_kv_plan_reproduces_vllm_026_logs(path):
     """Block size, KV cache tokens and the (auto-fitted) max_model_len, from the logged available memory."""
-    f = parse_log(path.read_text())
-    d = compare_file(path).prediction.deployment
+    cmp = compare_file(path)
+    f, d = cmp.facts, cmp.prediction.deployment
     lay = layout_for(d)
     plan = plan_kv(lay, round(f.available_kv_gib * GiB), f.max_model_len, d.rules)
     assert lay.block_size == f.block_size
@@ -60,9 +59,9 @@ def test_kv_plan_reproduces_vllm_026_logs(path):
 
 def test_tp2_rank_terms():
     """Per rank: half the weights, KV heads split (block 1056 as on one GPU: heads and GDN state halve together)."""
-    f = parse_log((TP2 / "tp2-q9-e-fp8.log").read_text())
-    assert (f.weights_gib, f.available_kv_gib, f.kv_cache_tokens, f.block_size) == (8.5, 1.57, 201_696, 1056)
     cmp = compare_file(TP2 / "tp2-q9-e-fp8.log")
+    f = cmp.facts
+    assert (f.weights_gib, f.available_kv_gib, f.kv_cache_tokens, f.block_size) == (8.5, 1.57, 201_696, 1056)
     rows = dict((r[0], r) for r in cmp.rows)
     assert abs(rows["weights (incl. drafter)"][3]) <= 0.05
 

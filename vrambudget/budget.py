@@ -153,8 +153,13 @@ def eager_activation(f: Features, c: Coefficients) -> float:
     larger one counts; else (0.20.2's fit) they add."""
     forward = c["activation_per_token_width_bytes"] * f.tokens * f.mlp_width / f.tp
     sampler = c["activation_sampler_factor"] * f.seqs * f.vocab * 4
-    both = forward + sampler if c.get("activation_peaks_overlap", 1.0) else max(forward, sampler)
+    both = forward + sampler if peaks_add(c) else max(forward, sampler)
     return c["activation_base_bytes"] + both
+
+
+def peaks_add(c: Coefficients) -> bool:
+    """Whether profile_run's forward and sampler peaks add (profiles without the coefficient: yes, as 0.20.2)."""
+    return bool(c.get("activation_peaks_overlap", 1.0))
 
 
 def compile_extra(f: Features, c: Coefficients) -> float:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .budget import Features, available_kv, eager_activation, features
+from .budget import Features, available_kv, eager_activation, features, peaks_add
 from .coefficients import Coefficient, Coefficients
 from .errors import UserError
 from .profiles import read_jsonl
@@ -127,7 +127,7 @@ def fit(samples: list[Sample], base: Coefficients) -> FitResult:
         rows = {(s.f.tokens * s.f.mlp_width / s.f.tp, s.f.seqs * s.f.vocab * 4.0) for s in eager}
         # the three-term least squares assumes the forward and sampler peaks add (0.20.2); where they do not
         # (activation_peaks_overlap = 0, vLLM 0.26) only the base is shifted
-        if len(rows) >= 3 and cur.get("activation_peaks_overlap", 1.0):
+        if len(rows) >= 3 and peaks_add(cur):
             import numpy as np
 
             A = np.array([[1.0, s.f.tokens * s.f.mlp_width / s.f.tp, s.f.seqs * s.f.vocab * 4.0] for s in eager])

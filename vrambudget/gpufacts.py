@@ -81,7 +81,8 @@ def known_backends() -> tuple[str, ...]:
 
 
 def _backend(name: str, variant: str, source: str) -> Backend:
-    cost = _facts()["attention_backends"]["costs"].get(name) or _facts()["attention_backends"]["costs"]["FLASH_ATTN"]
+    costs = _facts()["attention_backends"]["costs"]
+    cost = costs.get(name) or costs["FLASH_ATTN"]
     return Backend(name, variant, int(cost["profiled_bytes"]), source, cost["source"],
                    int(cost.get("runtime_bytes_eager", 0)), int(cost.get("runtime_bytes_graphs", 0)),
                    cost.get("runtime_source", ""))

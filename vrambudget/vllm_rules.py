@@ -8,7 +8,7 @@ source (`v1/core/kv_cache_utils.py`, `platforms/interface.py`, `v1/worker/gpu_wo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .errors import UserError
 
@@ -45,6 +45,14 @@ class VllmRules:
     measured: str = ""
 
 
+_R020 = VllmRules(
+    version="0.20", description="vLLM 0.20.x (verified on 0.20.2 H200 logs)",
+    default_gmu=0.9, hybrid_block_multiple=16, align_block_multiple_hopper=16,
+    mamba_mode_default="none", align_hopper_extra_blocks=0, reserved_null_blocks=0,
+    kv_tokens_formula="concurrency", cudagraph_estimate_in_budget=True, compile_key_has_max_model_len=True,
+    measured="vLLM 0.20.2 startups on H100/H200 (tests/fixtures)",
+)
+
 RULES: dict[str, VllmRules] = {
     "0.19": VllmRules(
         version="0.19", description="vLLM 0.19.x and before (KV tokens logged as blocks // groups x B)",
@@ -52,20 +60,11 @@ RULES: dict[str, VllmRules] = {
         mamba_mode_default="none", align_hopper_extra_blocks=0, reserved_null_blocks=0,
         kv_tokens_formula="groups", cudagraph_estimate_in_budget=False,
     ),
-    "0.20": VllmRules(
-        version="0.20", description="vLLM 0.20.x (verified on 0.20.2 H200 logs)",
-        default_gmu=0.9, hybrid_block_multiple=16, align_block_multiple_hopper=16,
-        mamba_mode_default="none", align_hopper_extra_blocks=0, reserved_null_blocks=0,
-        kv_tokens_formula="concurrency", cudagraph_estimate_in_budget=True, compile_key_has_max_model_len=True,
-        measured="vLLM 0.20.2 startups on H100/H200 (tests/fixtures)",
-    ),
-    "0.26": VllmRules(
-        version="0.26", description="vLLM 0.26.x (verified on 0.26.0 H100 and 2x H200 logs)",
-        default_gmu=0.92, hybrid_block_multiple=16, align_block_multiple_hopper=16,
-        mamba_mode_default="none", align_hopper_extra_blocks=0, reserved_null_blocks=0,
-        kv_tokens_formula="concurrency", cudagraph_estimate_in_budget=True, compile_key_has_max_model_len=True,
-        measured="vLLM 0.26.0 startups on H100 and 2x H200 (tests/fixtures/lab-vllm-0.26.0-*)",
-    ),
+    "0.20": _R020,
+    # the KV plan of every 0.26.0 log follows 0.20's rules; what differs is CHANGES[("0.20", "0.26")]
+    "0.26": replace(_R020, version="0.26", description="vLLM 0.26.x (verified on 0.26.0 H100 and 2x H200 logs)",
+                    default_gmu=0.92,
+                    measured="vLLM 0.26.0 startups on H100 and 2x H200 (tests/fixtures/lab-vllm-0.26.0-*)"),
     "0.33": VllmRules(
         version="0.33", description="vLLM 0.33.x, the current release (from its source; not yet "
         "verified on a log: probe it to refit)",

@@ -7,7 +7,6 @@ Lines starting with LAB are this script's own readings (bytes unless named other
 import json, os, subprocess, sys, time
 
 
-
 def main() -> None:  # guarded: tensor parallel workers are spawned and re-import this file
     cfg = json.loads(sys.argv[1])
     from vllm import LLM, SamplingParams
@@ -28,14 +27,13 @@ def main() -> None:  # guarded: tensor parallel workers are spawned and re-impor
         kw["gdn_prefill_backend"] = cfg["gdn"]  # "triton": the FLA path every non-Hopper GPU takes
     if cfg.get("backend"):
         kw["attention_config"] = {"backend": cfg["backend"]}
-    import torch  # noqa: E402
+    import torch
 
     free0, total = torch.cuda.mem_get_info()
     print("LAB before_engine free", free0, "total", total, flush=True)
     t0 = time.time()
     llm = LLM(**kw)
     print("LAB startup_s", round(time.time() - t0, 1), flush=True)
-
 
     def smi():
         return subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
@@ -46,8 +44,9 @@ def main() -> None:  # guarded: tensor parallel workers are spawned and re-impor
     print("LAB after_init free", free, "reserved", torch.cuda.memory_reserved(), "smi_used_mib", smi(), flush=True)
     mml = llm.llm_engine.model_config.max_model_len
     print("LAB max_model_len", mml, flush=True)
-    from vllm.inputs import TokensPrompt  # noqa: E402
-    import random  # noqa: E402
+    import random
+
+    from vllm.inputs import TokensPrompt
 
     for n in cfg.get("prompts", []):
         n = min(int(n), mml - 32)
