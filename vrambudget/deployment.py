@@ -15,6 +15,12 @@ from .vllm_rules import VllmRules
 KV_DTYPES = {"auto": None, "bfloat16": 2, "float16": 2, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1}
 
 
+def gmu_flag(gmu: float) -> str:
+    """The GMU as passed to vLLM: two decimals where that is exact (0.90), else every digit (0.093), never
+    rounded (a probe at GMU 0.093 once started vLLM at 0.09)."""
+    return f"{gmu:.2f}" if round(gmu, 2) == gmu else f"{gmu:g}"
+
+
 @dataclass(frozen=True)
 class Flags:
     """vLLM flags as the user gave them (None = vLLM's default for this GPU and version)."""
@@ -101,7 +107,7 @@ class Deployment:
     def serve_flags(self, max_model_len: int) -> list[str]:
         """The `vllm serve` flags (vLLM's own names) that reproduce this deployment; the
         speculative-config JSON is one argument. The model argument is not included."""
-        args = ["--gpu-memory-utilization", f"{self.gmu:.2f}", "--max-model-len", str(max_model_len),
+        args = ["--gpu-memory-utilization", gmu_flag(self.gmu), "--max-model-len", str(max_model_len),
                 "--max-num-seqs", str(self.max_num_seqs), "--max-num-batched-tokens", str(self.max_num_batched_tokens)]
         if self.kv_cache_dtype != "auto":
             args += ["--kv-cache-dtype", self.kv_cache_dtype]

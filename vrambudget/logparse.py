@@ -15,6 +15,8 @@ def _f(s: str) -> float:
     return float(s.replace(",", ""))
 
 
+ENUM_REPR = re.compile(r"<[\w.]+: ([^<>]+)>")  # how vLLM prints an enum value in its args: <Name.MEMBER: value>
+
 PATTERNS: dict[str, re.Pattern[str]] = {
     "vllm_version": re.compile(r"Initializing a V1 LLM engine \(v([0-9][^)]*)\)"),
     "version_line": re.compile(r"vLLM API server version ([0-9][\w.+-]*)"),
@@ -107,8 +109,8 @@ def parse_log(text: str) -> LogFacts:
                 f.vllm_version = g[0]
             elif key == "args" and not args_seen:
                 args_seen = True
-                try:
-                    f.args = {**f.args, **ast.literal_eval(g[0])}
+                try:  # enum values print as <Name.MEMBER: value>: keep the value
+                    f.args = {**f.args, **ast.literal_eval(ENUM_REPR.sub(r"\1", g[0]))}
                 except (ValueError, SyntaxError):
                     pass
             elif key == "chunked_prefill":  # the effective value, also where the args leave vLLM's default

@@ -26,7 +26,7 @@ from typing import Any, Callable
 from . import __version__
 from .budget import compile_extra, features
 from .coefficients import Coefficients
-from .deployment import Deployment
+from .deployment import Deployment, gmu_flag
 from .errors import UserError
 from .logparse import LogFacts, parse_log
 from .planner import ceiling_for, kv_needed_bytes
@@ -205,7 +205,7 @@ class Prober:
                                               real_total=self.opts.real_total_bytes if self.blocker else None)
         srv = ServerProcess(cmd, log, port, env={"VLLM_LOGGING_LEVEL": "DEBUG", "PYTHONUNBUFFERED": "1"})
         label = f"[{n}] max_model_len {mml:,}"
-        self.report(f"{label} @ GMU {gmu:.2f}: starting ({shlex.join(cmd[:3])} ...)")
+        self.report(f"{label} @ GMU {gmu_flag(gmu)}: starting ({shlex.join(cmd[:3])} ...)")
         srv.start()
         next_tick = [60.0]
 
@@ -224,7 +224,7 @@ class Prober:
         else:
             outcome = facts.outcome if facts.outcome not in ("started", "unknown", "incomplete") else "crashed"
         att = Attempt(n, gmu, mml, outcome, round(res.seconds, 1), facts, log)
-        self.report(f"{label} @ GMU {gmu:.2f}: {outcome} ({res.seconds:.0f} s)" + self._detail(facts))
+        self.report(f"{label} @ GMU {gmu_flag(gmu)}: {outcome} ({res.seconds:.0f} s)" + self._detail(facts))
         if outcome == "started" and keep:
             return att, srv
         srv.stop()

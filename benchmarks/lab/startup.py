@@ -2,7 +2,7 @@
 (the lab runs behind tests/fixtures/*-h100). Offline API, dummy weights: only config.json is needed.
   PYTHONPATH=/tmp/site VLLM_ENABLE_V1_MULTIPROCESSING=0 VLLM_LOGGING_LEVEL=DEBUG \
   python3 startup.py '{"model": DIR, "gmu": 0.3, "kv": "fp8", "mtp": 0, "eager": true, "lmo": true,
-                       "backend": "FLASHINFER", "prompts": [60000, 120000]}'
+                       "backend": "FLASHINFER", "compilation": {...}, "prompts": [60000, 120000]}'
 Lines starting with LAB are this script's own readings (bytes unless named otherwise)."""
 import json, os, subprocess, sys, time
 
@@ -27,6 +27,8 @@ def main() -> None:  # guarded: tensor parallel workers are spawned and re-impor
         kw["gdn_prefill_backend"] = cfg["gdn"]  # "triton": the FLA path every non-Hopper GPU takes
     if cfg.get("backend"):
         kw["attention_config"] = {"backend": cfg["backend"]}
+    if cfg.get("compilation"):  # e.g. {"pass_config": {"fuse_allreduce_rms": false}}
+        kw["compilation_config"] = cfg["compilation"]
     import torch
 
     free0, total = torch.cuda.mem_get_info()
