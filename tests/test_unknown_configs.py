@@ -19,11 +19,12 @@ def _model(tmp_path, **cfg):
 
 
 def test_a_config_with_unmodelled_attention_is_refused_in_one_line(tmp_path):
-    m = _model(tmp_path, model_type="gemma4_text", attention_k_eq_v=True, global_head_dim=512)
+    # Gemma 4's E2B/E4B: KV shared across layers and per-layer input embeddings (the 31B / 26B-A4B are planned)
+    m = _model(tmp_path, model_type="gemma4_text", num_kv_shared_layers=20, hidden_size_per_layer_input=256)
     r = runner.invoke(app, ["predict", "-m", m, "--gpu", "rtx3090"])
     assert r.exit_code != 0 and "Traceback" not in r.output
     lines = [x for x in r.output.splitlines() if x.strip()]
-    assert len(lines) == 1 and "K=V tied attention" in lines[0] and "per-layer-type head dims" in lines[0]
+    assert len(lines) == 1 and "KV cache shared across layers" in lines[0] and "per-layer input embeddings" in lines[0]
 
 
 def test_an_unchecked_model_type_is_planned_with_its_assumption_said(tmp_path):

@@ -1,7 +1,8 @@
 """The model's architecture as vLLM sees it, read from a Hugging Face config.json (pure: no I/O).
 
 Handles Qwen3.5 dense and MoE (nested `text_config`, optional `vision_config`), Qwen3-Next (flat,
-`full_attention_interval`), and dense GQA transformers (Qwen3, Llama 3, sliding-window layers).
+`full_attention_interval`), dense GQA transformers (Qwen3, Llama 3, sliding-window layers) and Gemma 4
+(sliding-window + full layers whose KV heads and head dims differ, K=V tied full layers, MoE beside a dense MLP).
 """
 
 from __future__ import annotations
@@ -16,14 +17,12 @@ LINEAR = "linear_attention"  # GatedDeltaNet (GDN)
 SLIDING = "sliding_attention"
 
 HYBRID_MODEL_TYPES = {"qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text", "qwen3_next"}
+GEMMA4_MODEL_TYPES = {"gemma4", "gemma4_text"}
 # model types whose configs the memory model was checked against (real logs or vLLM's source)
-CHECKED_MODEL_TYPES = HYBRID_MODEL_TYPES | {"llama", "qwen3", "qwen3_moe", "qwen2", "mistral"}
+CHECKED_MODEL_TYPES = HYBRID_MODEL_TYPES | GEMMA4_MODEL_TYPES | {"llama", "qwen3", "qwen3_moe", "qwen2", "mistral"}
 # config keys that change what vLLM allocates and that the memory model does not read yet: a config with
 # any of them set is refused in one line rather than planned as if they were absent
 UNMODELLED_KEYS = {
-    "attention_k_eq_v": "K=V tied attention (one cache tensor for K and V)",
-    "num_global_key_value_heads": "per-layer-type KV heads",
-    "global_head_dim": "per-layer-type head dims",
     "num_kv_shared_layers": "KV cache shared across layers",
     "hidden_size_per_layer_input": "per-layer input embeddings",
     "q_lora_rank": "MLA (latent attention)",
@@ -108,6 +107,18 @@ class ModelArch:
     vision: VisionConfig | None = None
     quantization: dict[str, Any] | None = field(default=None, compare=False)
     assumptions: tuple[str, ...] = ()  # what was assumed for a model type nobody checked (said in every output)
+    # full-attention layers whose KV heads / head dim differ from the other layers' (Gemma 4: 4 global KV heads
+    # of dim 512 beside sliding layers' 16 of 256); None: the same
+    full_num_kv_heads: int | None = None
+    full_head_dim: int | None = None
+    norms_per_layer: int = 2  # RMSNorm weight vectors of width hidden per decoder layer
+    rotary_dims: tuple[int, ...] = ()  # one cos/sin cache of max_position x dim per distinct rotary embedding
+
+    def attention_shape(self, kind: str) -> tuple[int, int]:
+        """(KV heads, head dim) of an attention layer of this kind (FULL or SLIDING), whole model."""
+        if kind == FULL:
+            return self.full_num_kv_heads or self.num_kv_heads, self.full_head_dim or self.head_dim
+        return self.num_kv_heads, self.head_dim
 
     @property
     def is_hybrid(self) -> bool:
@@ -150,11 +161,33 @@ def _moe(text: dict[str, Any], n_layers: int) -> MoEConfig | None:
     sparse = tuple(i for i in range(n_layers) if i not in mlp_only and (i + 1) % step == 0)
     return MoEConfig(
         num_experts=int(n_exp),
-        top_k=int(text.get("num_experts_per_tok", 1)),
+        top_k=int(text.get("num_experts_per_tok") or text.get("top_k_experts") or 1),
         expert_intermediate=int(text.get("moe_intermediate_size") or text["intermediate_size"]),
-        shared_expert_intermediate=int(text.get("shared_expert_intermediate_size") or 0),
+        # Gemma 4's MoE block runs beside a dense MLP of intermediate_size: a shared expert in all but the gate
+        shared_expert_intermediate=int(text.get("shared_expert_intermediate_size")
+                                       or (text["intermediate_size"] if text.get("enable_moe_block") else 0)),
         sparse_layers=sparse,
     )
+
+
+def _full_attention_shape(text: dict[str, Any]) -> tuple[int | None, int | None]:
+    """Gemma 4's full-attention layers as vLLM 0.26 reads them: `global_head_dim` (else head_dim) and, with
+    attention_k_eq_v, `num_global_key_value_heads` (else num_key_value_heads). vLLM still keeps a K and a V
+    cache for K=V layers (it loads K's weights into both slots), so K=V changes neither weights nor KV bytes."""
+    dim = text.get("global_head_dim")
+    heads = text.get("num_global_key_value_heads") if text.get("attention_k_eq_v") else None
+    return (int(heads) if heads else None), (int(dim) if dim else None)
+
+
+def _rotary_dims(text: dict[str, Any], head_dim: int, full_dim: int | None, gemma4: bool) -> tuple[int, ...]:
+    """The rotary width of each distinct rotary embedding (vLLM keeps one cos/sin cache per embedding, of
+    max_position x width in the model dtype). Gemma 4: the sliding layers' default rope over head_dim and the
+    full layers' proportional rope over their whole head dim; others: head_dim x partial_rotary_factor."""
+    if gemma4:
+        return head_dim, full_dim or head_dim
+    rope = text.get("rope_parameters") or text.get("rope_scaling") or {}
+    factor = text.get("partial_rotary_factor") or (rope.get("partial_rotary_factor") if isinstance(rope, dict) else None)
+    return (int(head_dim * float(factor or 1.0)),)
 
 
 def _vision(cfg: dict[str, Any]) -> VisionConfig | None:
@@ -213,18 +246,23 @@ def arch_from_config(cfg: dict[str, Any], name: str = "model") -> ModelArch:
     tie = bool(cfg.get("tie_word_embeddings", text.get("tie_word_embeddings", False)))
     mtp = int(text.get("mtp_num_hidden_layers") or text.get("num_nextn_predict_layers") or 0)
     window = text.get("sliding_window") if SLIDING in layer_types else None
-    qk_norm = model_type.startswith(("qwen3",))
+    gemma4 = model_type in GEMMA4_MODEL_TYPES
+    qk_norm = model_type.startswith(("qwen3",)) or gemma4
+    full_kv, full_dim = _full_attention_shape(text) if gemma4 else (None, None)
+    max_pos = int(text.get("max_position_embeddings") or cfg.get("max_position_embeddings") or 4096)
     return ModelArch(
         name=name, architecture=str(arch_name), model_type=model_type, dtype=dtype,
         hidden_size=hidden, num_layers=n_layers, vocab_size=vocab,
         intermediate_size=int(text.get("intermediate_size") or 0), tie_word_embeddings=tie,
         num_attention_heads=n_heads, num_kv_heads=int(text.get("num_key_value_heads") or n_heads),
         head_dim=head_dim, layer_types=layer_types,
-        max_position_embeddings=int(text.get("max_position_embeddings") or cfg.get("max_position_embeddings") or 4096),
+        max_position_embeddings=max_pos,
         attn_output_gate=bool(text.get("attn_output_gate", model_type in HYBRID_MODEL_TYPES)),
         qk_norm=qk_norm, attention_bias=bool(text.get("attention_bias", False)),
         sliding_window=int(window) if window else None, gdn=gdn, moe=_moe(text, n_layers),
-        mtp_layers=mtp, vision=_vision(cfg),
+        mtp_layers=mtp, vision=_vision(cfg), full_num_kv_heads=full_kv, full_head_dim=full_dim,
+        norms_per_layer=(4 + (3 if text.get("enable_moe_block") else 0)) if gemma4 else 2,
+        rotary_dims=_rotary_dims(text, head_dim, full_dim, gemma4),
         quantization=cfg.get("quantization_config") or text.get("quantization_config"),
         assumptions=() if model_type in CHECKED_MODEL_TYPES else (
             f"model type {model_type or '?'} ({arch_name}) not checked against vLLM: planned as a decoder of "

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .arch import ModelArch
+from .arch import FULL, ModelArch
 from .checkpoint import weights_from_tensors
 from .coefficients import Coefficients
 from .deployment import Deployment
@@ -122,11 +122,18 @@ class Features:
     with_encoder: bool
     cudagraph_in_budget: bool
     backend_bytes: int = 0  # the attention backend's workspace inside the profiled peak (gpu_facts.json)
+    moe: bool = False  # a mixture-of-experts MLP (its fused-expert forward peaks above the dense term)
+    # weights_bytes includes the rotary caches (records of vrambudget before 2026-11-22 do not: `fit` then
+    # leaves the load overhead alone, which their figures would double count)
+    weights_include_buffers: bool = False
 
 
 def backend_for(d: Deployment) -> Backend:
     """The attention backend this deployment runs: the one forced with --attention-backend, else vLLM's pick."""
-    return backend_named(d.attention_backend) if d.attention_backend else attention_backend(d.gpu, d.kv_dtype_bytes)
+    if d.attention_backend:
+        return backend_named(d.attention_backend)
+    a = d.model.arch
+    return attention_backend(d.gpu, d.kv_dtype_bytes, max(a.attention_shape(FULL)[1], a.head_dim))
 
 
 def features(d: Deployment, w: WeightBytes | None = None) -> Features:
@@ -143,7 +150,7 @@ def features(d: Deployment, w: WeightBytes | None = None) -> Features:
         eager=d.enforce_eager, compile_cache=d.compile_cache, num_cudagraphs=graphs,
         with_encoder=a.is_multimodal and not d.language_model_only,
         cudagraph_in_budget=d.rules.cudagraph_estimate_in_budget,
-        backend_bytes=backend_for(d).profiled_bytes)
+        backend_bytes=backend_for(d).profiled_bytes, moe=a.moe is not None, weights_include_buffers=True)
 
 
 def eager_activation(f: Features, c: Coefficients) -> float:
@@ -154,6 +161,8 @@ def eager_activation(f: Features, c: Coefficients) -> float:
     forward = c["activation_per_token_width_bytes"] * f.tokens * f.mlp_width / f.tp
     if f.tp > 1 and f.eager:  # a tensor-parallel rank's eager forward holds more (measured on 0.26.0 only)
         forward += c.get("activation_tp_eager_extra_bytes", 0.0)
+    if f.moe:  # the fused-expert forward (measured on 0.26.0 only)
+        forward += c.get("activation_moe_extra_bytes", 0.0)
     sampler = c["activation_sampler_factor"] * f.seqs * f.vocab * 4
     # the dummy forward's hidden states (tokens x hidden, bf16, whole on every TP rank) stay alive through
     # the sampler's dummy run (0.26.0: 3.55 GiB at 8192 tokens, 3.61 at 16,384, 1024 seqs)

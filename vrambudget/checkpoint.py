@@ -15,7 +15,7 @@ from .arch import ModelArch, arch_from_config
 from .errors import UserError
 from .profiles import bundled_dir, read_json
 from .units import dtype_bytes
-from .weights import WeightBytes
+from .weights import WeightBytes, buffer_tensors
 
 DEFAULT_MODEL = "qwen3.5-9b-awq"
 _ST_DTYPE = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "F8_E4M3": 1, "F8_E5M2": 1, "I64": 8, "I32": 4,
@@ -151,4 +151,5 @@ def weights_from_tensors(tensors: Iterable[TensorInfo], arch: ModelArch, *, tp: 
         total[_part(t.name)] += size // tp if t.numel > 1_000_000 else size
     if not total["model"]:
         raise UserError("the safetensors headers list no language-model tensors")
-    return WeightBytes(total["model"], total["mtp"], total["vision"], "safetensors")
+    buffers = sum(t.numel for t in buffer_tensors(arch)) * db
+    return WeightBytes(total["model"] + buffers, total["mtp"], total["vision"], "safetensors")

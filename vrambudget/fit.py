@@ -110,7 +110,7 @@ def fit(samples: list[Sample], base: Coefficients) -> FitResult:
     # load overhead: logged weights (incl. drafter) minus computed
     for hybrid, name in ((True, "weights_overhead_hybrid_bytes"), (False, "weights_overhead_dense_bytes")):
         diffs = [s.weights_gib * GiB - s.f.weights_bytes - s.f.mtp_weights_bytes for s in samples
-                 if s.weights_gib is not None and s.f.hybrid == hybrid]
+                 if s.weights_gib is not None and s.f.hybrid == hybrid and s.f.weights_include_buffers]
         if diffs:
             put(name, max(0.0, statistics.mean(diffs)), f"{len(diffs)} logged 'Model loading took' figures")
     for eager, name in ((True, "non_torch_eager_bytes"), (False, "non_torch_graphs_bytes")):

@@ -60,11 +60,14 @@ def cuda_context(gpu: GPU) -> Fact:
     return Fact(int(h200["bytes"]), "estimate: SM count unknown, the H200 figure is used", False)
 
 
-def attention_backend(gpu: GPU, kv_dtype_bytes: int) -> Backend:
-    """The attention backend vLLM picks on this GPU for this KV dtype (1 byte = fp8)."""
+def attention_backend(gpu: GPU, kv_dtype_bytes: int, head_dim: int = 128) -> Backend:
+    """The attention backend vLLM picks on this GPU for this KV dtype (1 byte = fp8) and the model's
+    largest attention head dim."""
     a = _facts()["attention_backends"]
     kv = "fp8" if kv_dtype_bytes == 1 else "bf16"
     for r in a["rules"]:
+        if head_dim < r.get("min_head_dim", 0):
+            continue
         if gpu.architecture in r["architectures"] and r["kv"] in ("any", kv):
             return _backend(r["backend"], r.get("variant", ""), r["source"])
     return _backend("FLASH_ATTN", "", f"architecture {gpu.architecture!r} not in the table: assumed FLASH_ATTN")

@@ -6,9 +6,10 @@ Pure arithmetic over the specs of `kvspec.py`; version differences come from `vl
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .arch import FULL, LINEAR, SLIDING, ModelArch
+from .errors import UserError
 from .kvspec import AttentionSpec, MambaSpec, SlidingWindowSpec, mamba_spec
 from .units import cdiv
 from .vllm_rules import VllmRules
@@ -80,12 +81,28 @@ def group_size(counts: list[int]) -> int:
     return hi if hi < lo * 1.5 else lo
 
 
+def unify_pages(buckets: list[Bucket], name: str) -> list[Bucket]:
+    """vLLM's unify_kv_cache_spec_page_size for attention buckets: a smaller page grows its block size by the
+    ratio to the largest page; a ratio that is not whole cannot be unified (vLLM raises)."""
+    page = max(b.spec.page_size_bytes for b in buckets)
+    out = []
+    for b in buckets:
+        if page % b.spec.page_size_bytes:
+            raise UserError(f"{name}: vLLM cannot unify KV pages of {b.spec.page_size_bytes:,} and {page:,} bytes "
+                            "(not a whole ratio); this layout is not modelled")
+        out.append(replace(b, spec=replace(b.spec, block_size=b.spec.block_size * page // b.spec.page_size_bytes)))
+    return out
+
+
 def build_layout(arch: ModelArch, *, kv_dtype_bytes: int, spec_tokens: int, draft_attention_layers: int,
-                 tp: int, mamba_blocks: int, block_multiple: int, max_num_batched_tokens: int) -> KVLayout:
+                 tp: int, mamba_blocks: int, block_multiple: int, max_num_batched_tokens: int,
+                 in_flight_batches: int = 1) -> KVLayout:
     """Buckets, block size and groups for a model; the drafter's attention layers join the
-    full-attention bucket. `mamba_blocks` = blocks one request holds per GDN group."""
-    kv_heads = max(1, arch.num_kv_heads // tp)
-    attn = AttentionSpec(kv_heads, arch.head_dim, kv_dtype_bytes, DENSE_BLOCK_SIZE)
+    full-attention bucket. `mamba_blocks` = blocks one request holds per GDN group; a sliding-window
+    layer keeps its window plus `in_flight_batches` x max_num_batched_tokens (vllm_rules)."""
+    full_heads, full_dim = arch.attention_shape(FULL)
+    kv_heads = max(1, full_heads // tp)
+    attn = AttentionSpec(kv_heads, full_dim, kv_dtype_bytes, DENSE_BLOCK_SIZE)
     n_full = arch.layer_types.count(FULL) + draft_attention_layers
     n_gdn = arch.layer_types.count(LINEAR)
     n_sw = arch.layer_types.count(SLIDING)
@@ -99,13 +116,16 @@ def build_layout(arch: ModelArch, *, kv_dtype_bytes: int, spec_tokens: int, draf
     else:
         buckets = [Bucket("attention", attn, n_full)] if n_full else []
         if n_sw:
-            sw = SlidingWindowSpec(kv_heads, arch.head_dim, kv_dtype_bytes, DENSE_BLOCK_SIZE,
-                                   window=arch.sliding_window or 4096, in_flight_tokens=max_num_batched_tokens)
+            sw_heads, sw_dim = arch.attention_shape(SLIDING)
+            sw = SlidingWindowSpec(max(1, sw_heads // tp), sw_dim, kv_dtype_bytes, DENSE_BLOCK_SIZE,
+                                   window=arch.sliding_window or 4096,
+                                   in_flight_tokens=in_flight_batches * max_num_batched_tokens)
             buckets.append(Bucket("sliding", sw, n_sw))
+        buckets = unify_pages([b for b in buckets if b.num_layers], arch.name)
     buckets = [b for b in buckets if b.num_layers]
-    return KVLayout(tuple(buckets), block_size=buckets[0].spec.block_size if not n_gdn else attn.block_size,
+    return KVLayout(tuple(buckets), block_size=min(b.spec.block_size for b in buckets) if not n_gdn else attn.block_size,
                     group_size=group_size([b.num_layers for b in buckets]),
-                    page_size_bytes=attn.page_size_bytes, hybrid=bool(n_gdn))
+                    page_size_bytes=buckets[0].spec.page_size_bytes, hybrid=bool(n_gdn))
 
 
 @dataclass(frozen=True)
@@ -178,3 +198,21 @@ def plan_startup(layout: KVLayout, available_bytes: int, max_model_len: int, aut
     plan = plan_kv(layout, available_bytes, max_model_len, rules)
     fitted = min(plan.ceiling, max_model_len) if auto_fit else max_model_len
     return plan if fitted == max_model_len else plan_kv(layout, available_bytes, max(fitted, 1), rules)
+
+
+def reproduces_within_rounding(layout: KVLayout, available_gib: float, max_model_len: int, kv_cache_tokens: int,
+                               rules: VllmRules, model_max: int) -> bool:
+    """Whether some whole number of blocks inside a logged available memory's 0.01 GiB rounding gives vLLM's
+    logged "GPU KV cache size" and max_model_len exactly (the length either the model's maximum, which fits,
+    or vLLM's auto-fit ceiling)."""
+    gib = 1 << 30
+    bpb = layout.bytes_per_block
+    lo, hi = int((available_gib - 0.005) * gib) // bpb, -(-int((available_gib + 0.005) * gib) // bpb)
+    for n in range(max(lo, 0), hi + 1):
+        plan = plan_kv(layout, n * bpb, max_model_len, rules)
+        if plan.kv_cache_tokens != kv_cache_tokens:
+            continue
+        if (max_model_len == model_max and plan.ceiling >= max_model_len) or plan.ceiling == max_model_len:
+            return True
+    return False
+

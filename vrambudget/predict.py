@@ -27,7 +27,7 @@ def layout_for(d: Deployment) -> KVLayout:
         a, kv_dtype_bytes=d.kv_dtype_bytes, spec_tokens=d.spec_tokens,
         draft_attention_layers=a.mtp_layers if d.mtp else 0, tp=d.tp, mamba_blocks=mamba_blocks,
         block_multiple=d.rules.align_block_multiple_hopper if hopper_align else d.rules.hybrid_block_multiple,
-        max_num_batched_tokens=d.max_num_batched_tokens)
+        max_num_batched_tokens=d.max_num_batched_tokens, in_flight_batches=d.rules.sliding_in_flight_batches)
 
 
 @dataclass
@@ -201,6 +201,7 @@ def predict(d: Deployment, c: Coefficients, w: WeightBytes | None = None,
                            "no GMU leaves enough; lower --max-num-batched-tokens"))
     if d.vllm is not None:
         warnings.extend(d.vllm.warnings)
+    warnings.extend(note for prefix, note in d.rules.model_notes if d.model.arch.model_type.startswith(prefix))
     if d.spec_tokens and d.speculative_method == "ngram" and d.model.arch.is_hybrid:
         warnings.append("ngram speculative decoding on a GDN hybrid: rejected draft tokens corrupt the recurrent "
                         "state; use MTP instead (--mtp 2)")

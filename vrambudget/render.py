@@ -57,12 +57,24 @@ def budget_table(p: Prediction) -> str:
     return tabulate(rows, headers=["term", "GiB", "from"], tablefmt="simple", disable_numparse=True)
 
 
+
+def block_row(lay) -> list[str]:
+    """The block size row: the hybrid's alignment, the backend default, or per-kind sizes where vLLM unified
+    unequal pages by growing the smaller page's block (Gemma 4: full 32, sliding 16)."""
+    sizes = {b.kind: b.spec.block_size for b in lay.buckets if hasattr(b.spec, "block_size")}
+    if lay.hybrid:
+        return ["block size", f"{lay.block_size} tokens", "hybrid: attention page >= GDN state"]
+    if len(set(sizes.values())) > 1:
+        return ["block size", " / ".join(f"{k} {v}" for k, v in sizes.items()) + " tokens",
+                "pages unified: the smaller page's block grows"]
+    return ["block size", f"{lay.block_size} tokens", "backend default"]
+
 def plan_table(p: Prediction) -> str:
     pl, lay, d = p.plan, p.plan.layout, p.deployment
     kinds = ", ".join(f"{b.num_layers} {b.kind} in {lay.groups(b)} group(s)" for b in lay.buckets)
     pads = "; ".join(f"{n} ({pct:.2f}%)" for n, pct in lay.padding_warnings) or "0"
     rows = [
-        ["block size", f"{lay.block_size} tokens", "hybrid: attention page >= GDN state" if lay.hybrid else "backend default"],
+        block_row(lay),
         ["KV groups", f"{lay.num_groups} x {lay.group_size} layers", kinds],
         ["padding layers", pads, "vLLM: 'Add P padding layers'"],
         ["bytes per block", f"{lay.bytes_per_block / MiB:.2f} MiB", "group size x page"],

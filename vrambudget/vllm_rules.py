@@ -43,6 +43,11 @@ class VllmRules:
     big_gpu_threshold_gib: float = 70.0
     # Where the coefficients of this range come from: measured logs, or inherited ("" = not measured).
     measured: str = ""
+    # Batches of max_num_batched_tokens a sliding-window layer keeps beside its window (0.26: async
+    # scheduling, on by default, holds 2 batches in flight: VllmConfig.max_in_flight_tokens).
+    sliding_in_flight_batches: int = 1
+    # What this version does with a model type beyond its plan (seen on the lab host), said with every prediction.
+    model_notes: tuple[tuple[str, str], ...] = ()
 
 
 _R020 = VllmRules(
@@ -52,6 +57,13 @@ _R020 = VllmRules(
     kv_tokens_formula="concurrency", cudagraph_estimate_in_budget=True, compile_key_has_max_model_len=True,
     measured="vLLM 0.20.2 startups on H100/H200 (tests/fixtures)",
 )
+
+GEMMA4_TF_NOTE = (
+    "vLLM 0.26.0 reads Gemma 4's full-attention shape (global_head_dim, num_global_key_value_heads) only with "
+    "transformers <= 5.14: 5.15 and later move it into per_layer_config; with 5.17 the lab's startup failed to read "
+    "the config until patched, then planned the full layers as 16 KV heads of 256 (tests/fixtures/"
+    "lab-vllm-0.26.0-h100/g31-e-bf16.log). On Hopper with bf16 KV it picks FlashAttention 4, which needs "
+    "nvidia-cutlass-dsl installed")
 
 RULES: dict[str, VllmRules] = {
     "0.19": VllmRules(
@@ -63,14 +75,14 @@ RULES: dict[str, VllmRules] = {
     "0.20": _R020,
     # the KV plan of every 0.26.0 log follows 0.20's rules; what differs is CHANGES[("0.20", "0.26")]
     "0.26": replace(_R020, version="0.26", description="vLLM 0.26.x (verified on 0.26.0 H100 and 2x H200 logs)",
-                    default_gmu=0.92,
+                    default_gmu=0.92, sliding_in_flight_batches=2, model_notes=(("gemma4", GEMMA4_TF_NOTE),),
                     measured="vLLM 0.26.0 startups on H100 and 2x H200 (tests/fixtures/lab-vllm-0.26.0-*)"),
     "0.33": VllmRules(
         version="0.33", description="vLLM 0.33.x, the current release (from its source; not yet "
         "verified on a log: probe it to refit)",
         default_gmu=0.92, hybrid_block_multiple=16, align_block_multiple_hopper=64,
         mamba_mode_default="align", align_hopper_extra_blocks=1, reserved_null_blocks=1,
-        kv_tokens_formula="concurrency", cudagraph_estimate_in_budget=True,
+        kv_tokens_formula="concurrency", cudagraph_estimate_in_budget=True, sliding_in_flight_batches=2,
     ),
 }
 NEWEST = "0.33"
@@ -102,7 +114,8 @@ def rules_for(version: str | None) -> VllmRules:
 CHANGES: dict[tuple[str, str], tuple[str, ...]] = {
     ("0.19", "0.20"): ("'GPU KV cache size' logged as concurrency x max_model_len", "CUDA graph memory in the budget"),
     ("0.20", "0.26"): ("default GMU 0.90 -> 0.92",
-                       "activation peak: the forward pass's and the sampler's peaks no longer add (measured)"),
+                       "activation peak: the forward pass's and the sampler's peaks no longer add (measured)",
+                       "sliding-window layers keep 2 batches in flight beside the window (async scheduling)"),
     ("0.26", "0.33"): ("mamba cache mode 'align' by default", "a reserved null block",
                        "align-mode block multiple 64 on Hopper"),
 }

@@ -34,7 +34,7 @@ class Tensor:
     count: int = 1
     linear: bool = True
     bias: bool = False
-    part: str = "model"  # "model", "mtp" or "vision"
+    part: str = "model"  # "model", "mtp", "vision" or "buffers" (allocated at load, not in the checkpoint)
 
     @property
     def numel(self) -> int:
@@ -142,8 +142,7 @@ def _compressed_tensors(q: dict[str, Any], ignore: tuple[str, ...]) -> QuantSche
 
 def _decoder_layer(a: ModelArch, prefix: str, kind: str, moe: bool, part: str) -> Iterator[Tensor]:
     h = a.hidden_size
-    yield Tensor(f"{prefix}.input_layernorm", h, 1, linear=False, part=part)
-    yield Tensor(f"{prefix}.post_attention_layernorm", h, 1, linear=False, part=part)
+    yield Tensor(f"{prefix}.layernorms", a.norms_per_layer * h, 1, linear=False, part=part)
     if kind == LINEAR:
         g = a.gdn
         assert g is not None
@@ -158,14 +157,15 @@ def _decoder_layer(a: ModelArch, prefix: str, kind: str, moe: bool, part: str) -
         yield Tensor(f"{p}.out_proj", g.value_dim, h, part=part)
     else:
         p = f"{prefix}.self_attn"
-        q_out = a.num_attention_heads * a.head_dim * (2 if a.attn_output_gate else 1)
-        kv_out = a.num_kv_heads * a.head_dim
+        kv_heads, head_dim = a.attention_shape(kind)
+        q_out = a.num_attention_heads * head_dim * (2 if a.attn_output_gate else 1)
+        kv_out = kv_heads * head_dim
         yield Tensor(f"{p}.q_proj", h, q_out, bias=a.attention_bias, part=part)
         yield Tensor(f"{p}.k_proj", h, kv_out, bias=a.attention_bias, part=part)
-        yield Tensor(f"{p}.v_proj", h, kv_out, bias=a.attention_bias, part=part)
-        yield Tensor(f"{p}.o_proj", a.num_attention_heads * a.head_dim, h, part=part)
+        yield Tensor(f"{p}.v_proj", h, kv_out, bias=a.attention_bias, part=part)  # also for K=V layers (vLLM)
+        yield Tensor(f"{p}.o_proj", a.num_attention_heads * head_dim, h, part=part)
         if a.qk_norm:
-            yield Tensor(f"{p}.q_norm+k_norm", 2 * a.head_dim, 1, linear=False, part=part)
+            yield Tensor(f"{p}.q_norm+k_norm", 2 * head_dim, 1, linear=False, part=part)
     p = f"{prefix}.mlp"
     if moe and a.moe:
         m = a.moe
@@ -186,7 +186,8 @@ def _decoder_layer(a: ModelArch, prefix: str, kind: str, moe: bool, part: str) -
 
 
 def model_tensors(a: ModelArch) -> Iterator[Tensor]:
-    """The language model's weights as vLLM allocates them (vocab padded to 64)."""
+    """The language model's checkpoint weights as vLLM allocates them (vocab padded to 64); the buffers
+    vLLM adds at load are `buffer_tensors`."""
     root = "model.language_model" if a.is_multimodal else "model"
     vocab = cdiv(a.vocab_size, VOCAB_PADDING) * VOCAB_PADDING
     yield Tensor(f"{root}.embed_tokens", vocab, a.hidden_size, linear=False)
@@ -196,6 +197,13 @@ def model_tensors(a: ModelArch) -> Iterator[Tensor]:
     yield Tensor(f"{root}.norm", a.hidden_size, 1, linear=False)
     if not a.tie_word_embeddings:
         yield Tensor("lm_head", a.hidden_size, vocab)
+
+
+def buffer_tensors(a: ModelArch) -> Iterator[Tensor]:
+    """What vLLM allocates at load beside the checkpoint: one rotary cos/sin cache (max_position x rotary
+    width, model dtype) per distinct rotary embedding, whole on every rank."""
+    for dim in a.rotary_dims:
+        yield Tensor("rotary_emb.cos_sin_cache", a.max_position_embeddings, dim, linear=False, part="buffers")
 
 
 def mtp_tensors(a: ModelArch) -> Iterator[Tensor]:
@@ -255,13 +263,13 @@ def weights_from_config(a: ModelArch, *, with_vision: bool, tp: int = 1) -> Weig
     """Weight bytes per rank computed from shapes and the quantization config."""
     scheme = scheme_from_config(a.quantization)
     db = dtype_bytes(a.dtype)
-    total = {"model": 0, "mtp": 0, "vision": 0}
-    tensors = list(model_tensors(a)) + list(mtp_tensors(a) if a.mtp_layers else []) + \
+    total = {"model": 0, "mtp": 0, "vision": 0, "buffers": 0}
+    tensors = list(model_tensors(a)) + list(buffer_tensors(a)) + list(mtp_tensors(a) if a.mtp_layers else []) + \
         list(vision_tensors(a) if with_vision else [])
     for t in tensors:
         b = tensor_bytes(t, scheme, db)
         total[t.part] += b // tp if (t.linear or t.name.endswith("embed_tokens")) else b
-    return WeightBytes(total["model"], total["mtp"], total["vision"], "config")
+    return WeightBytes(total["model"] + total["buffers"], total["mtp"], total["vision"], "config")
 
 
 def parameter_count(a: ModelArch) -> int:

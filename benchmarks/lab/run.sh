@@ -2,7 +2,7 @@
 # The lab session on the GPU host (device tool): bash benchmarks/lab/run.sh STEP...
 # LAB_BUNDLE: the folder of bundle parts (default .gpu-bundle; .gpu-bundle-026 for vLLM 0.26.0).
 # Steps: ctx (CUDA context per process, no vLLM), unpack, one JSON startup per "s:NAME:JSON" argument,
-# "probe:NAME:ARGS" (a vrambudget probe run; LAB_EXTRA: more vLLM flags), cache (JIT caches to $OUT). Each step's output goes to $OUT/NAME.log; state in /tmp/lab.
+# LAB_PYTHONPATH: what startups import first (default /tmp/site). "probe:NAME:ARGS" (a vrambudget probe run; LAB_EXTRA: more vLLM flags), cache (JIT caches to $OUT). Each step's output goes to $OUT/NAME.log; state in /tmp/lab.
 set -uo pipefail
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
 mkdir -p /tmp/lab /tmp/parts /tmp/site
@@ -23,7 +23,7 @@ print('LAB ctx total',t,'used_after_init',t-f0,'used_after_first_alloc',t-f1,'sm
     s)
       tag=${rest%%:*}; json=${rest#*:}
       [ -f "/tmp/lab/$tag.done" ] && continue
-      PYTHONPATH=/tmp/site VLLM_ENABLE_V1_MULTIPROCESSING=0 VLLM_LOGGING_LEVEL=DEBUG \
+      PYTHONPATH=${LAB_PYTHONPATH:-/tmp/site} VLLM_ENABLE_V1_MULTIPROCESSING=0 VLLM_LOGGING_LEVEL=DEBUG \
         timeout "${LAB_STEP_TIMEOUT:-560}" python3 "$here/startup.py" "$json" > "/tmp/lab/$tag.log" 2>&1
       echo "rc $?" >> "/tmp/lab/$tag.log"; grep -q "LAB done" "/tmp/lab/$tag.log" && touch "/tmp/lab/$tag.done"
       cp "/tmp/lab/$tag.log" "$OUT/$tag.log"; grep -E "^LAB|Available KV|Model loading took|torch peak|rc " "/tmp/lab/$tag.log" | tail -15;;
