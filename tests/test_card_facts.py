@@ -82,9 +82,9 @@ def test_gpu_auto_reads_free_memory_through_nvml(monkeypatch):
 
 
 def test_attention_backend_per_architecture_and_kv_dtype():
-    assert attention_backend(gpus.lookup("h100"), 1).label == "FLASH_ATTN (FA3)"
-    assert attention_backend(gpus.lookup("4060ti"), 1).name == "FLASHINFER"  # FA reads fp8 KV only as FA3
-    assert attention_backend(gpus.lookup("3090"), 2).label == "FLASH_ATTN (FA2)"
+    assert attention_backend(gpus.lookup("h100"), "fp8").label == "FLASH_ATTN (FA3)"
+    assert attention_backend(gpus.lookup("4060ti"), "fp8").name == "FLASHINFER"  # FA reads fp8 KV only as FA3
+    assert attention_backend(gpus.lookup("3090"), "bf16").label == "FLASH_ATTN (FA2)"
     r = runner.invoke(app, ["predict", "--gpu", "3090", "--kv-cache-dtype", "fp8", "--json"])
     out = json.loads(r.output)
     assert out["attention_backend"] == "FLASHINFER" and out["gdn_prefill_path"] == "Triton/FLA"

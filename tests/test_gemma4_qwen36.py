@@ -97,7 +97,7 @@ def test_sliding_window_keeps_two_batches_in_flight_on_026():
 
 def test_gemma4_attention_backend():
     """Head dim 512: FA4 on Hopper for bf16 KV (seen), TRITON_ATTN for fp8 KV (seen) and below Hopper (source)."""
-    assert attention_backend(lookup("h100"), 2, 512).label.startswith("FLASH_ATTN (FA4")
-    assert attention_backend(lookup("h100"), 1, 512).label.startswith("TRITON_ATTN")
-    assert attention_backend(lookup("rtx3090"), 2, 512).label.startswith("TRITON_ATTN")
-    assert attention_backend(lookup("h100"), 2, 256).label.startswith("FLASH_ATTN (FA3")
+    assert attention_backend(lookup("h100"), "bf16", 512).label.startswith("FLASH_ATTN (FA4")
+    assert attention_backend(lookup("h100"), "fp8", 512).label.startswith("TRITON_ATTN")
+    assert attention_backend(lookup("rtx3090"), "bf16", 512).label.startswith("TRITON_ATTN")
+    assert attention_backend(lookup("h100"), "bf16", 256).label.startswith("FLASH_ATTN (FA3")

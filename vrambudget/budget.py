@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from .arch import FULL, ModelArch
 from .checkpoint import weights_from_tensors
 from .coefficients import Coefficients
-from .deployment import Deployment
+from .deployment import Deployment, kv_backend_class
 from .gpufacts import Backend, Fact, attention_backend, backend_named, cuda_context
 from .weights import WeightBytes, weights_from_config
 
@@ -133,7 +133,7 @@ def backend_for(d: Deployment) -> Backend:
     if d.attention_backend:
         return backend_named(d.attention_backend)
     a = d.model.arch
-    return attention_backend(d.gpu, d.kv_dtype_bytes, max(a.attention_shape(FULL)[1], a.head_dim))
+    return attention_backend(d.gpu, kv_backend_class(d.kv_cache_dtype), max(a.attention_shape(FULL)[1], a.head_dim))
 
 
 def features(d: Deployment, w: WeightBytes | None = None) -> Features:

@@ -23,7 +23,7 @@ GpuMemOpt = Annotated[Optional[str], typer.Option("--gpu-memory", help="Total GP
                       "e.g. 23.5GiB (as CUDA reports it).")]
 GmuOpt = Annotated[Optional[float], typer.Option("--gpu-memory-utilization", "--gmu", rich_help_panel=P,
                    help="Fraction of the GPU vLLM may use (default: vLLM's, 0.9 in 0.20, 0.92 in 0.33).")]
-KvOpt = Annotated[str, typer.Option("--kv-cache-dtype", rich_help_panel=P, help="auto | fp8 | fp8_e4m3 | fp8_e5m2 | bfloat16.")]
+KvOpt = Annotated[str, typer.Option("--kv-cache-dtype", rich_help_panel=P, help="auto | fp8 | fp8_e4m3 | fp8_e5m2 | bfloat16 | int8_per_token_head | fp8_per_token_head (per-token-head KV: 1 byte + an fp32 scale per head and token; Triton attention).")]
 EagerOpt = Annotated[bool, typer.Option("--enforce-eager/--cuda-graphs", rich_help_panel=P, help="No CUDA graphs / torch.compile.")]
 MtpOpt = Annotated[Optional[int], typer.Option("--mtp", rich_help_panel=P, help="MTP speculative decoding with K tokens "
                    "(a bare --mtp means K=2; 0 = off).", min=0, max=8)]
@@ -657,12 +657,12 @@ def gpus(json_out: JsonOpt = False) -> None:
                            "source": v.source, "sms": v.sms, "architecture": v.architecture,
                            "cuda_context_bytes": cuda_context(v).value, "cuda_context_measured": cuda_context(v).measured,
                            "cuda_context_source": cuda_context(v).source,
-                           "attention_backend_fp8_kv": attention_backend(v, 1).label,
-                           "attention_backend_bf16_kv": attention_backend(v, 2).label} for k, v in cat.items()})
+                           "attention_backend_fp8_kv": attention_backend(v, "fp8").label,
+                           "attention_backend_bf16_kv": attention_backend(v, "bf16").label} for k, v in cat.items()})
             return
         rows = [[k, v.name, f"{v.total_gib:.2f}", _basis(v.source), v.compute_capability, v.sms, v.architecture,
                  f"{cuda_context(v).value / 2**30:.2f}" + ("" if cuda_context(v).measured else " (est.)"),
-                 f"{attention_backend(v, 2).label} / {attention_backend(v, 1).label}"] for k, v in cat.items()]
+                 f"{attention_backend(v, 'bf16').label} / {attention_backend(v, 'fp8').label}"] for k, v in cat.items()]
         typer.echo(tabulate(rows, headers=["--gpu", "name", "GiB", "total from", "cc", "SMs", "arch", "context GiB",
                                            "attention bf16 / fp8 KV"], tablefmt="simple", disable_numparse=True))
 

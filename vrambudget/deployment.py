@@ -12,7 +12,22 @@ from .gpus import GPU
 from .units import GiB
 from .vllm_rules import VllmRules
 
-KV_DTYPES = {"auto": None, "bfloat16": 2, "float16": 2, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1}
+KV_DTYPES = {"auto": None, "bfloat16": 2, "float16": 2, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1,
+             "int8_per_token_head": 1, "fp8_per_token_head": 1}
+# per-token-head KV keeps one fp32 scale per head and token for K and one for V, carved from the KV pages
+# (vLLM 0.20.2 and 0.26.0 v1/kv_cache_interface.py AttentionSpec.unpadded_page_size_bytes)
+KV_SCALE_BYTES = {"int8_per_token_head": 4, "fp8_per_token_head": 4}
+
+
+def kv_backend_class(kv_cache_dtype: str) -> str:
+    """The KV dtype as attention backends accept it: bf16 (auto/bf16/fp16), fp8 (e4m3), fp8_e5m2 or
+    per_token_head (vLLM 0.26 source: FlashAttention reads fp8 e4m3 only, as FA3 on Hopper; per-token-head KV
+    only TRITON_ATTN; fp8_e5m2 FlashInfer or Triton)."""
+    if kv_cache_dtype in KV_SCALE_BYTES:
+        return "per_token_head"
+    if kv_cache_dtype == "fp8_e5m2":
+        return "fp8_e5m2"
+    return "fp8" if kv_cache_dtype.startswith("fp8") else "bf16"
 
 
 def gmu_flag(gmu: float) -> str:
@@ -104,6 +119,11 @@ class Deployment:
         return json.dumps({"method": self.speculative_method, "num_speculative_tokens": self.spec_tokens},
                           separators=(",", ":"))
 
+    @property
+    def kv_scale_bytes(self) -> int:
+        """Bytes of per-token-head scale per KV head and token, for K and for V each (0: none)."""
+        return KV_SCALE_BYTES.get(self.kv_cache_dtype, 0)
+
     def serve_flags(self, max_model_len: int) -> list[str]:
         """The `vllm serve` flags (vLLM's own names) that reproduce this deployment; the
         speculative-config JSON is one argument. The model argument is not included."""
@@ -155,7 +175,7 @@ def resolve(model: ModelSource, gpu: GPU, rules: VllmRules, flags: Flags) -> Dep
         raise UserError(f"--gpu-memory-utilization must be in (0, 1], got {gmu}")
     kv = flags.kv_cache_dtype.lower()
     if kv not in KV_DTYPES:
-        raise UserError(f"--kv-cache-dtype {flags.kv_cache_dtype!r} is not one of {', '.join(KV_DTYPES)}")
+        raise UserError(f"--kv-cache-dtype {flags.kv_cache_dtype!r} is not modelled; use one of {', '.join(KV_DTYPES)}")
     from .units import dtype_bytes
 
     kv_bytes = KV_DTYPES[kv] or dtype_bytes(a.dtype)

@@ -60,15 +60,15 @@ def cuda_context(gpu: GPU) -> Fact:
     return Fact(int(h200["bytes"]), "estimate: SM count unknown, the H200 figure is used", False)
 
 
-def attention_backend(gpu: GPU, kv_dtype_bytes: int, head_dim: int = 128) -> Backend:
-    """The attention backend vLLM picks on this GPU for this KV dtype (1 byte = fp8) and the model's
-    largest attention head dim."""
+def attention_backend(gpu: GPU, kv: str, head_dim: int = 128) -> Backend:
+    """The attention backend vLLM picks on this GPU for this KV dtype class (deployment.kv_backend_class:
+    bf16, fp8, fp8_e5m2, per_token_head) and the model's largest attention head dim."""
     a = _facts()["attention_backends"]
-    kv = "fp8" if kv_dtype_bytes == 1 else "bf16"
     for r in a["rules"]:
         if head_dim < r.get("min_head_dim", 0):
             continue
-        if gpu.architecture in r["architectures"] and r["kv"] in ("any", kv):
+        kinds = r["kv"] if isinstance(r["kv"], list) else [r["kv"]]
+        if gpu.architecture in r["architectures"] and ("any" in kinds or kv in kinds):
             return _backend(r["backend"], r.get("variant", ""), r["source"])
     return _backend("FLASH_ATTN", "", f"architecture {gpu.architecture!r} not in the table: assumed FLASH_ATTN")
 

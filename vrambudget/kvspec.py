@@ -16,12 +16,13 @@ class AttentionSpec:
 
     num_kv_heads: int  # per rank
     head_dim: int
-    dtype_bytes: int  # fp8 = 1 (no scales), bf16 = 2
+    dtype_bytes: int  # fp8 / int8 = 1, bf16 = 2
     block_size: int = 16
+    scale_bytes: int = 0  # per-token-head KV: one fp32 scale per head and token, for K and for V
 
     @property
     def bytes_per_token(self) -> int:
-        return 2 * self.num_kv_heads * self.head_dim * self.dtype_bytes
+        return 2 * self.num_kv_heads * (self.head_dim * self.dtype_bytes + self.scale_bytes)
 
     @property
     def page_size_bytes(self) -> int:

@@ -96,13 +96,13 @@ def unify_pages(buckets: list[Bucket], name: str) -> list[Bucket]:
 
 def build_layout(arch: ModelArch, *, kv_dtype_bytes: int, spec_tokens: int, draft_attention_layers: int,
                  tp: int, mamba_blocks: int, block_multiple: int, max_num_batched_tokens: int,
-                 in_flight_batches: int = 1) -> KVLayout:
+                 in_flight_batches: int = 1, kv_scale_bytes: int = 0) -> KVLayout:
     """Buckets, block size and groups for a model; the drafter's attention layers join the
     full-attention bucket. `mamba_blocks` = blocks one request holds per GDN group; a sliding-window
     layer keeps its window plus `in_flight_batches` x max_num_batched_tokens (vllm_rules)."""
     full_heads, full_dim = arch.attention_shape(FULL)
     kv_heads = max(1, full_heads // tp)
-    attn = AttentionSpec(kv_heads, full_dim, kv_dtype_bytes, DENSE_BLOCK_SIZE)
+    attn = AttentionSpec(kv_heads, full_dim, kv_dtype_bytes, DENSE_BLOCK_SIZE, kv_scale_bytes)
     n_full = arch.layer_types.count(FULL) + draft_attention_layers
     n_gdn = arch.layer_types.count(LINEAR)
     n_sw = arch.layer_types.count(SLIDING)
@@ -110,14 +110,14 @@ def build_layout(arch: ModelArch, *, kv_dtype_bytes: int, spec_tokens: int, draf
         mamba = mamba_spec(arch.gdn, model_dtype=arch.dtype, spec_tokens=spec_tokens, tp=tp,
                            blocks_per_request=mamba_blocks)
         block = hybrid_block_size(attn.bytes_per_token, mamba.state_bytes, block_multiple)
-        attn = AttentionSpec(kv_heads, arch.head_dim, kv_dtype_bytes, block)
+        attn = AttentionSpec(kv_heads, full_dim, kv_dtype_bytes, block, kv_scale_bytes)
         mamba = MambaSpec(**{**mamba.__dict__, "page_size_padded": attn.page_size_bytes})
         buckets = [Bucket("attention", attn, n_full), Bucket("gdn", mamba, n_gdn)]
     else:
         buckets = [Bucket("attention", attn, n_full)] if n_full else []
         if n_sw:
             sw_heads, sw_dim = arch.attention_shape(SLIDING)
-            sw = SlidingWindowSpec(max(1, sw_heads // tp), sw_dim, kv_dtype_bytes, DENSE_BLOCK_SIZE,
+            sw = SlidingWindowSpec(max(1, sw_heads // tp), sw_dim, kv_dtype_bytes, DENSE_BLOCK_SIZE, kv_scale_bytes,
                                    window=arch.sliding_window or 4096,
                                    in_flight_tokens=in_flight_batches * max_num_batched_tokens)
             buckets.append(Bucket("sliding", sw, n_sw))
