@@ -684,7 +684,9 @@ def models(json_out: JsonOpt = False) -> None:
         for name, m in bundled_models().items():
             a = arch_from_config(m["config"], name)
             w = weights_from_config(a, with_vision=False)
-            layers = f"{a.num_gdn} GDN + {a.num_full_attention} attn" if a.is_hybrid else f"{a.num_layers} attn"
+            n_sw = a.layer_types.count("sliding_attention")
+            layers = (f"{a.num_gdn} GDN + {a.num_full_attention} attn" if a.is_hybrid else
+                      f"{n_sw} sliding + {a.num_full_attention} attn" if n_sw else f"{a.num_layers} attn")
             out[name] = {"hf_id": m["hf_id"], "description": m["description"], "params": parameter_count(a),
                          "weights_bytes": w.model, "mtp_weights_bytes": w.mtp, "layers": layers,
                          "max_position_embeddings": a.max_position_embeddings, "source": m["source"],
