@@ -133,3 +133,18 @@ def test_hub_id_offline_is_a_clear_error(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HOME", str(tmp_path))
     with pytest.raises(UserError, match="qwen3.5-9b-awq"):
         resolve_model("some-org/some-model-that-is-not-cached")
+
+
+def test_awq_zero_points_widen_on_hopper():
+    """Machete (Hopper) keeps AWQ zero points as bf16: 2 bytes per (group, output) instead of 4 bits. For the
+    9B AWQ layout's MLPs (32 layers: gate_up 4096 -> 2 x 12288, down 12288 -> 4096, groups of 128) that is
+    32 x (32 x 24576 + 96 x 4096) x 1.5 bytes more on an H100 than on a 4060 Ti (Marlin)."""
+    from vrambudget import gpus
+    from vrambudget.budget import weight_bytes
+    from vrambudget.deployment import Flags, resolve
+    from vrambudget.vllm_rules import rules_for
+
+    src = resolve_model("qwen3.5-9b-awq")
+    h100 = weight_bytes(resolve(src, gpus.lookup("h100"), rules_for("0.26"), Flags()))
+    ada = weight_bytes(resolve(src, gpus.lookup("4060ti"), rules_for("0.26"), Flags()))
+    assert h100.model - ada.model == 32 * (32 * 24576 + 96 * 4096) * 3 // 2

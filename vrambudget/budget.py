@@ -18,7 +18,7 @@ from .arch import FULL, ModelArch
 from .checkpoint import weights_from_tensors
 from .coefficients import Coefficients
 from .deployment import Deployment, kv_backend_class
-from .gpufacts import Backend, Fact, attention_backend, backend_named, cuda_context
+from .gpufacts import Backend, Fact, attention_backend, backend_named, cuda_context, zero_point_bytes
 from .weights import WeightBytes, weights_from_config
 
 
@@ -93,12 +93,14 @@ def weight_bytes(d: Deployment) -> WeightBytes:
     """Exact from safetensors headers where the model has them, else computed from the config."""
     a = d.model.arch
     with_vision = a.is_multimodal and not d.language_model_only
+    zp, _ = zero_point_bytes(d.gpu)
     if d.model.tensors:
-        w = weights_from_tensors(d.model.tensors, a, tp=d.tp)
+        w = weights_from_tensors(d.model.tensors, a, tp=d.tp, zero_point_bytes=zp)
         if not w.mtp and a.mtp_layers:  # checkpoint without an MTP head: size it from the config
-            w = WeightBytes(w.model, weights_from_config(a, with_vision=False, tp=d.tp).mtp, w.vision, w.source)
+            mtp = weights_from_config(a, with_vision=False, tp=d.tp, zero_point_bytes=zp).mtp
+            w = WeightBytes(w.model, mtp, w.vision, w.source)
         return w if with_vision else WeightBytes(w.model, w.mtp, 0, w.source)
-    return weights_from_config(a, with_vision=with_vision, tp=d.tp)
+    return weights_from_config(a, with_vision=with_vision, tp=d.tp, zero_point_bytes=zp)
 
 
 @dataclass(frozen=True)

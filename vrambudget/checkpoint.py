@@ -137,7 +137,8 @@ def _part(name: str) -> str:
     return "model"
 
 
-def weights_from_tensors(tensors: Iterable[TensorInfo], arch: ModelArch, *, tp: int = 1) -> WeightBytes:
+def weights_from_tensors(tensors: Iterable[TensorInfo], arch: ModelArch, *, tp: int = 1,
+                         zero_point_bytes: int = 0) -> WeightBytes:
     """Exact bytes vLLM holds for the checkpoint's tensors: float tensors load in the model's
     dtype (an fp32 norm becomes bf16), packed/int/fp8 tensors keep their stored size."""
     db = dtype_bytes(arch.dtype)
@@ -147,6 +148,8 @@ def weights_from_tensors(tensors: Iterable[TensorInfo], arch: ModelArch, *, tp: 
         size = t.numel * (_ST_DTYPE.get(t.dtype, 1) if keeps_dtype else db)
         if t.dtype == "F4":
             size = t.numel // 2
+        if zero_point_bytes and t.name.endswith("qzeros") and t.dtype == "I32":  # 8 packed 4-bit zeros per int32
+            size = t.numel * 8 * zero_point_bytes
         # tensor parallelism shards the large matrices; norms, biases and scales of small size are replicated
         total[_part(t.name)] += size // tp if t.numel > 1_000_000 else size
     if not total["model"]:

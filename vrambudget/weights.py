@@ -10,7 +10,7 @@ Modules that stay unquantized whatever the config says: embeddings, norms, the G
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Iterator
 
 from .arch import FULL, LINEAR, ModelArch
@@ -53,6 +53,7 @@ class QuantScheme:
     fp8_block: tuple[int, int] | None = None
     ignore: tuple[str, ...] = ()
     quantize_lm_head: bool = False
+    loaded_zero_point_bytes: int = 0  # zero points widened at load (Machete on Hopper: 2); 0 = as packed
 
     def quantizes(self, t: Tensor) -> bool:
         if self.method == "none" or not t.linear:
@@ -84,9 +85,9 @@ class QuantScheme:
         if self.method in ("awq", "gptq", "int-pack"):
             packed = n * self.bits // 8
             scales = groups * out_f * 2
-            zeros = groups * out_f * self.bits // 8 if self.zero_point else 0
+            zeros = (groups * out_f * (self.loaded_zero_point_bytes or self.bits / 8)) if self.zero_point else 0
             g_idx = in_f * 4 if self.act_order else 0
-            return packed + scales + zeros + g_idx
+            return int(packed + scales + zeros + g_idx)
         raise UserError(f"quantization method {self.method!r} is not modelled")
 
 
@@ -259,9 +260,10 @@ def tensor_bytes(t: Tensor, scheme: QuantScheme, model_dtype_bytes: int) -> int:
     return t.numel * model_dtype_bytes
 
 
-def weights_from_config(a: ModelArch, *, with_vision: bool, tp: int = 1) -> WeightBytes:
-    """Weight bytes per rank computed from shapes and the quantization config."""
-    scheme = scheme_from_config(a.quantization)
+def weights_from_config(a: ModelArch, *, with_vision: bool, tp: int = 1, zero_point_bytes: int = 0) -> WeightBytes:
+    """Weight bytes per rank computed from shapes and the quantization config; `zero_point_bytes`: what the
+    GPU's 4-bit kernel widens zero points to at load (gpufacts.zero_point_bytes)."""
+    scheme = replace(scheme_from_config(a.quantization), loaded_zero_point_bytes=zero_point_bytes)
     db = dtype_bytes(a.dtype)
     total = {"model": 0, "mtp": 0, "vision": 0, "buffers": 0}
     tensors = list(model_tensors(a)) + list(buffer_tensors(a)) + list(mtp_tensors(a) if a.mtp_layers else []) + \
