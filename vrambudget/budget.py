@@ -165,6 +165,8 @@ def eager_activation(f: Features, c: Coefficients) -> float:
         forward += c.get("activation_tp_eager_extra_bytes", 0.0)
     if f.moe:  # the fused-expert forward (measured on 0.26.0 only)
         forward += c.get("activation_moe_extra_bytes", 0.0)
+    if f.eager and f.compile_cache == "fresh" and f.hybrid:  # a fresh machine JIT-compiles and autotunes the GDN
+        forward += c.get("fresh_jit_extra_bytes", 0.0)  # (FLA) Triton kernels inside the profile's forward
     sampler = c["activation_sampler_factor"] * f.seqs * f.vocab * 4
     # the dummy forward's hidden states (tokens x hidden, bf16, whole on every TP rank) stay alive through
     # the sampler's dummy run (0.26.0: 3.55 GiB at 8192 tokens, 3.61 at 16,384, 1024 seqs)
@@ -191,7 +193,7 @@ def compile_extra(f: Features, c: Coefficients) -> float:
     """What torch.compile adds to the profiled peak: large on a cold cache, small on a warm one."""
     if f.eager:
         return 0.0
-    if f.compile_cache == "cold":
+    if f.compile_cache in ("cold", "fresh"):
         return c["cold_compile_per_token_hidden_bytes"] * f.tokens * f.hidden / f.tp
     return c["warm_compile_extra_bytes"]
 

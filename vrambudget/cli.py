@@ -38,7 +38,8 @@ MmlOpt = Annotated[Optional[str], typer.Option("--max-model-len", rich_help_pane
 PcOpt = Annotated[bool, typer.Option("--enable-prefix-caching/--no-enable-prefix-caching", rich_help_panel=P)]
 TpOpt = Annotated[int, typer.Option("--tensor-parallel-size", "-tp", rich_help_panel=P, min=1, help="Budget per rank.")]
 CompileOpt = Annotated[str, typer.Option("--compile-cache", rich_help_panel=P,
-                       help="cold: first boot of this graph (larger profiling peak); warm: compiled before.")]
+                       help="cold: first boot of this graph (larger profiling peak); warm: compiled before; fresh: the "
+                       "first boot on this machine or after an upgrade (Triton kernels JIT-compile inside the profile).")]
 LmoOpt = Annotated[Optional[bool], typer.Option("--language-model-only/--with-vision", rich_help_panel=P,
                    help="Skip the vision tower of a multimodal checkpoint (default: on).")]
 VerOpt = Annotated[Optional[str], typer.Option("--vllm-version", help="The vLLM you run, e.g. 0.20.2 (modelled: "
@@ -151,7 +152,7 @@ def predict(model: ModelOpt = None, gpu: GpuOpt = None, gpu_memory: GpuMemOpt = 
                 typer.echo(prediction_text(run(d.with_(gmu=g, max_model_len=tokens, auto_fit=False), c)))
             return
         ans = answer(d, c, prompt_tokens=parse_tokens(prompt_tokens) if prompt_tokens else None)
-        p = ans.first_boot if d.compile_cache == "cold" else ans.restart
+        p = ans.first_boot if d.compile_cache in ("cold", "fresh") else ans.restart
         if json_out:
             emit_json({**p.to_json(), **answer_json(ans)})
         else:

@@ -50,7 +50,8 @@ class Flags:
     max_model_len: int | None = None  # None: the model's own maximum; -1: auto-fit
     enable_prefix_caching: bool = False
     tensor_parallel_size: int = 1
-    compile_cache: str = "cold"  # "cold" or "warm": was this exact graph compiled before?
+    compile_cache: str = "cold"  # "cold" or "warm": was this exact graph compiled before? "fresh": nothing was
+    # (the first boot on this machine or after an upgrade: Triton kernels JIT-compile inside the profile too)
     language_model_only: bool | None = None  # None: on for multimodal checkpoints
     other_gpu_bytes: int = 0  # memory other processes hold on the GPU
     attention_backend: str | None = None  # vLLM's --attention-backend (None: the one vLLM picks)
@@ -197,8 +198,8 @@ def resolve(model: ModelSource, gpu: GPU, rules: VllmRules, flags: Flags) -> Dep
     tp = flags.tensor_parallel_size
     if tp < 1 or (a.num_attention_heads % tp):
         raise UserError(f"--tensor-parallel-size {tp} must divide the {a.num_attention_heads} attention heads")
-    if flags.compile_cache not in ("cold", "warm"):
-        raise UserError("--compile-cache must be cold or warm")
+    if flags.compile_cache not in ("cold", "warm", "fresh"):
+        raise UserError("--compile-cache must be cold, warm or fresh")
     lmo = a.is_multimodal if flags.language_model_only is None else flags.language_model_only
     defaults = []
     if flags.gpu_memory_utilization is None:

@@ -45,10 +45,17 @@ def gpu_from_log(facts: LogFacts, override: GPU | None = None) -> GPU:
     return from_memory(int(facts.total_gib * GiB))
 
 
+# an eager boot whose profiling took this long compiled Triton kernels inside it (0.26.0 logs: 70-165 s on a
+# fresh host, <= 15 s after); graph-mode boots say cold or warm themselves
+FRESH_PROFILING_SECONDS = 60.0
+
+
 def deployment_from_log(facts: LogFacts, model: str | None = None, gpu: GPU | None = None) -> Deployment:
     flags = Flags(**flags_from_args(facts.args))
     if facts.compile in ("cold", "warm"):
         flags = Flags(**{**flags.__dict__, "compile_cache": facts.compile})
+    elif flags.enforce_eager and (facts.profiling_seconds or 0) > FRESH_PROFILING_SECONDS:
+        flags = Flags(**{**flags.__dict__, "compile_cache": "fresh"})
     src = resolve_model(model_ref_from_log(facts, model))
     return resolve(src, gpu_from_log(facts, gpu), rules_for(facts.vllm_version), flags)
 

@@ -30,6 +30,7 @@ PATTERNS: dict[str, re.Pattern[str]] = {
                             r"non-torch forward increase memory: ([0-9.]+)GiB; weights memory: ([0-9.]+)GiB"),
     "cudagraph_estimate": re.compile(r"Estimated CUDA graph memory: (-?[0-9.]+) GiB total"),
     "chunked_prefill": re.compile(r"Chunked prefill is enabled with max_num_batched_tokens=(\d+)"),
+    "profiling_seconds": re.compile(r"Memory profiling takes ([0-9.]+) seconds"),
     "available_kv": re.compile(r"Available KV cache memory: (-?[0-9.]+) GiB"),
     "padding": re.compile(r"Add (\d+) padding layers, may waste at most ([0-9.]+)%"),
     "autofit_reduced": re.compile(r"Auto-fit max_model_len: reduced from (\d+) to (\d+)"),
@@ -82,6 +83,7 @@ class LogFacts:
     concurrency: float | None = None
     concurrency_len: int | None = None
     compile: str | None = None  # "cold" (compiled now), "warm" (loaded from cache), None (eager)
+    profiling_seconds: float | None = None  # 'Memory profiling takes N seconds' (JIT compiles land here)
     compile_key: str | None = None  # torch.compile cache directory hash (what decides cold vs warm)
     estimated_max_model_len: int | None = None
     needed_kv_gib: float | None = None
@@ -127,6 +129,8 @@ def parse_log(text: str) -> LogFacts:
             elif key == "profiling":
                 f.non_kv_gib, f.activation_gib, f.non_torch_gib, _w = map(float, g)
                 milestones.append("profiled")
+            elif key == "profiling_seconds" and f.profiling_seconds is None:
+                f.profiling_seconds = float(g[0])
             elif key == "cudagraph_estimate":
                 f.cudagraph_estimate_gib = float(g[0])
             elif key == "available_kv":

@@ -206,7 +206,12 @@ def predict(d: Deployment, c: Coefficients, w: WeightBytes | None = None,
     if d.spec_tokens and d.speculative_method == "ngram" and d.model.arch.is_hybrid:
         warnings.append("ngram speculative decoding on a GDN hybrid: rejected draft tokens corrupt the recurrent "
                         "state; use MTP instead (--mtp 2)")
-    if not d.enforce_eager and d.compile_cache == "cold":
+    jit = c.get("fresh_jit_extra_bytes", 0.0)
+    if d.enforce_eager and d.model.arch.is_hybrid and jit and d.compile_cache != "fresh":
+        warnings.append(f"the first boot on a new machine or after an upgrade JIT-compiles the GDN Triton kernels "
+                        f"inside vLLM's profile: about {_gib(jit)} more peak (measured once); --compile-cache fresh "
+                        "plans that boot")
+    if not d.enforce_eager and d.compile_cache in ("cold", "fresh"):
         key = (" (in this vLLM a new max_model_len is a new compile-cache key, so each new length boots cold "
                "once)") if d.rules.compile_key_has_max_model_len else ""
         warnings.append("cold torch.compile cache: the first boot profiles a larger peak; a second boot "

@@ -116,7 +116,11 @@ def answer_lines(a: Answer) -> list[str]:
     rc = r.ceiling if r.plan.ceiling else 0
     lines = []
     if a.same:
-        lines.append(f"Longest context: {rc:,} tokens (eager: every boot gets the same KV cache).")
+        which = ("as planned with --compile-cache fresh: a machine's first boot" if d.compile_cache == "fresh" else
+                 "eager: every boot but a machine's first gets the same KV cache; see the warnings"
+                 if any("first boot on a new machine" in w for w in r.warnings)
+                 else "eager: every boot gets the same KV cache")
+        lines.append(f"Longest context: {rc:,} tokens ({which}).")
     else:
         lines.append(f"Longest context: {fc:,} tokens on the first boot after a change (torch.compile runs cold), "
                      f"{rc:,} after a restart (compile cache warm).")
