@@ -25,7 +25,6 @@ from vrambudget.predict import layout_for
 from vrambudget.units import GiB
 
 ROOT = Path(__file__).resolve().parent.parent
-HALF_WARM = {"q9-g-fp8-mtp2-32k-cold.log"}  # tests/fixtures/lab-vllm-0.26.0-h100/README.md
 # logs whose vLLM read the config differently from its file (transformers 5.17 hid Gemma 4's global head dims):
 # planned with the config as that vLLM read it (tests/fixtures/models/*-tf517/SOURCE.md)
 AS_READ = {"g31-e-bf16.log": "gemma-4-31b-text-tf517", "g26-e-bf16.log": "gemma-4-26b-a4b-text-tf517"}
@@ -62,8 +61,7 @@ def public_rows(by_gpu: dict[str, dict]) -> list[list[str]]:
 def main(paths: list[str]) -> int:
     # lab-*: simulated-card runtime experiments (the H100's total with a smaller card's budget); they are
     # checked by tests/test_runtime.py, not against a plain prediction for the H100. public-logs: below.
-    # lab-vllm-0.26.0-*: real 0.26.0 startups on the lab's own H100 / 2x H200 (their README); the half-warm boot
-    # there (a boot after a killed one, README) is shown but kept out of the target.
+    # lab-vllm-0.26.0-*: real 0.26.0 startups on the lab's own H100 / 2x H200 (their README).
     fx = ROOT / "tests" / "fixtures"
     logs = [Path(p) for p in paths] or sorted(
         p for p in fx.rglob("*.log")
@@ -82,12 +80,11 @@ def main(paths: list[str]) -> int:
         f, d = cmp.facts, cmp.prediction.deployment
         key = group(f, d)
         by_gpu[key]["logs"] += 1
-        anomaly = path.name in HALF_WARM
         for term, logged, pred, err in cmp.rows:
             if logged is None:
                 continue
             rows.append([name, term, f"{logged:.2f}", f"{pred:.2f}", f"{err:+.2f}"])
-            if term == "available KV cache" and not anomaly:
+            if term == "available KV cache":
                 worst = max(worst, abs(err))
                 by_gpu[key]["errors"].append(abs(err))
         if f.kv_cache_tokens is None or f.available_kv_gib is None:

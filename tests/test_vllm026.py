@@ -19,6 +19,7 @@ BOUNDS = {
     H100 / "q9-e-fp8-mtp2.log": 0.05,
     H100 / "q9-e-bf16-mtp0.log": 0.05,
     H100 / "q9-g-fp8-mtp2-32k-warm.log": 0.05,  # warm compile cache
+    H100 / "q9-g-fp8-mtp2-32k-cold.log": 0.05,  # loaded stored graphs yet profiled 68 s: cold for the budget
     H100 / "q9-g-fp8-mtp2-40k.log": 0.05,  # a new max_model_len compiles cold
     H100 / "v26p1" / "startup-01.log": 0.05,  # `vllm serve` defaults: 8192 tokens / 1024 seqs
     H100 / "q9-e-fp8-defaults.log": 0.05,  # the LLM class's defaults: 16,384 tokens / 1024 seqs
@@ -51,7 +52,7 @@ def test_available_kv_on_vllm_026_logs(path):
 REFUSED = {TP2 / "tp2p-gmu0.07" / "startup-01.log", TP2 / "tp2p-gmu0.09" / "startup-01.log"}  # no KV cache made
 
 
-@pytest.mark.parametrize("path", sorted(set(BOUNDS) - REFUSED) + [H100 / "q9-g-fp8-mtp2-32k-cold.log"],
+@pytest.mark.parametrize("path", sorted(set(BOUNDS) - REFUSED),
                          ids=_id)
 def test_kv_plan_reproduces_vllm_026_logs(path):
     """Block size, KV cache tokens and the (auto-fitted) max_model_len, from the logged available memory."""
