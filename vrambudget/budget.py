@@ -125,6 +125,8 @@ class Features:
     cudagraph_in_budget: bool
     backend_bytes: int = 0  # the attention backend's workspace inside the profiled peak (gpu_facts.json)
     moe: bool = False  # a mixture-of-experts MLP (its fused-expert forward peaks above the dense term)
+    # with the tower: image patches of vLLM's encoder profiling x the tower's hidden width (0: not known)
+    encoder_patch_width: int = 0
     # weights_bytes includes the rotary caches (records of vrambudget before 2026-11-22 do not: `fit` then
     # leaves the load overhead alone, which their figures would double count)
     weights_include_buffers: bool = False
@@ -151,8 +153,24 @@ def features(d: Deployment, w: WeightBytes | None = None) -> Features:
         mlp_width=mlp_width(a), vocab=a.vocab_size, hidden=a.hidden_size, tp=d.tp, hybrid=a.is_hybrid,
         eager=d.enforce_eager, compile_cache=d.compile_cache, num_cudagraphs=graphs,
         with_encoder=a.is_multimodal and not d.language_model_only,
+        encoder_patch_width=encoder_profile_patches(a, d.max_num_batched_tokens) * a.vision.hidden
+        if a.is_multimodal and not d.language_model_only and a.vision else 0,
         cudagraph_in_budget=d.rules.cudagraph_estimate_in_budget,
         backend_bytes=backend_for(d).profiled_bytes, moe=a.moe is not None, weights_include_buffers=True)
+
+
+# Qwen3.5 / Qwen3.6 image processor default (public preprocessor_config.json): longest edge 16,777,216 pixels,
+# 16-pixel patches merged 2 x 2, so vLLM profiles the encoder with images of 65,536 patches (16,384 tokens)
+MAX_IMAGE_PIXELS = 16_777_216
+
+
+def encoder_profile_patches(a: ModelArch, max_num_batched_tokens: int) -> int:
+    """Patches vLLM 0.26 runs through the vision tower when it profiles: as many maximum-size images as its
+    encoder budget, max(max_num_batched_tokens, tokens of one image), holds (v1/core/encoder_cache_manager.py)."""
+    v = a.vision
+    patches = MAX_IMAGE_PIXELS // (v.patch * v.patch)
+    tokens = patches // (v.spatial_merge ** 2)
+    return max(1, max(max_num_batched_tokens, tokens) // tokens) * patches
 
 
 def eager_activation(f: Features, c: Coefficients) -> float:
@@ -200,8 +218,13 @@ def compile_extra(f: Features, c: Coefficients) -> float:
 
 def terms(f: Features, c: Coefficients) -> dict[str, int]:
     """The measured terms of the budget (bytes), from features and coefficients."""
-    act = (eager_activation(f, c) + compile_extra(f, c) + f.backend_bytes
-           + (c["encoder_activation_bytes"] if f.with_encoder else 0))
+    act = eager_activation(f, c)
+    per_patch = c.get("encoder_peak_per_patch_width_bytes", 0.0)
+    if f.with_encoder and per_patch and f.encoder_patch_width:  # profiled apart: the larger peak counts
+        act = max(act, per_patch * f.encoder_patch_width)
+    elif f.with_encoder:
+        act += c["encoder_activation_bytes"]  # NOT MEASURED placeholder (vLLM 0.20)
+    act += compile_extra(f, c) + f.backend_bytes
     cg = 0.0 if f.eager else c["cudagraph_base_bytes"] + c["cudagraph_per_graph_bytes"] * f.num_cudagraphs
     overhead = c["weights_overhead_hybrid_bytes"] if f.hybrid else c["weights_overhead_dense_bytes"]
     return {

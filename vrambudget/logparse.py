@@ -239,6 +239,6 @@ def flags_from_args(args: dict[str, Any]) -> dict[str, Any]:
         out["max_model_len"] = -1 if str(v).lower() in ("-1", "auto") else int(v)
     if "enable_prefix_caching" in args:
         out["enable_prefix_caching"] = bool(args["enable_prefix_caching"])
-    if "language_model_only" in args:
-        out["language_model_only"] = bool(args["language_model_only"])
+    # vLLM loads a multimodal checkpoint's tower unless told otherwise (the tool's own default is the reverse)
+    out["language_model_only"] = bool(args.get("language_model_only", False))
     return out

@@ -6,6 +6,7 @@ from typing import Any
 
 from tabulate import tabulate
 
+from .deployment import gmu_flag
 from .gpufacts import gdn_prefill_path
 from .predict import Answer, Prediction
 from .units import GiB, MiB
@@ -37,11 +38,13 @@ def budget_table(p: Prediction) -> str:
     wsrc = ("safetensors headers (exact)" if b.weights_source == "safetensors" else
             f"config shapes{' + ' + str(q.get('quant_method')) + ' ' + str(q.get('bits', '')) + '-bit' if q else ' x ' + d.model.arch.dtype}")
     rows: list[list[Any]] = [
-        ["budget = ceil(total x GMU)", g(b.requested_bytes), f"{d.gpu.total_bytes:,} B x {d.gmu:.2f}"],
+        ["budget = ceil(total x GMU)", g(b.requested_bytes), f"{d.gpu.total_bytes:,} B x {gmu_flag(d.gmu)}"],
         ["weights (target)", g(b.weights_bytes), f"{wsrc} + load overhead"],
         ["MTP drafter weights", g(b.mtp_weights_bytes), "fc + decoder layer(s); shares embed/lm_head" if d.mtp else "off"],
         ["activation peak (profile_run)", g(b.activation_bytes),
-         "base + tokens x MLP width + sampler" + ("" if d.enforce_eager else f" + {d.compile_cache} compile")
+         ("max(base + tokens x MLP width + sampler, vision encoder: patches x width)"
+          if d.model.arch.is_multimodal and not d.language_model_only else "base + tokens x MLP width + sampler")
+         + ("" if d.enforce_eager else f" + {d.compile_cache} compile")
          + (f" + {b.backend.name} workspace {b.backend.profiled_bytes / MiB:.0f} MiB" if b.backend.profiled_bytes else "")],
         ["non-torch memory", g(b.non_torch_bytes), "measured (NCCL, cuBLAS workspaces)"],
         ["CUDA graphs (estimate)", g(b.cudagraph_bytes),

@@ -2,7 +2,8 @@
 (the lab runs behind tests/fixtures/*-h100). Offline API, dummy weights: only config.json is needed.
   PYTHONPATH=/tmp/site VLLM_ENABLE_V1_MULTIPROCESSING=0 VLLM_LOGGING_LEVEL=DEBUG \
   python3 startup.py '{"model": DIR, "gmu": 0.3, "kv": "fp8", "mtp": 0, "eager": true, "lmo": true,
-                       "backend": "FLASHINFER", "compilation": {...}, "prompts": [60000, 120000]}'
+                       "backend": "FLASHINFER", "compilation": {...}, "prompts": [60000, 120000],
+                       "tokenizer": true (load one: multimodal profiling needs it), "mm_limit": {"video": 0}}'
 Lines starting with LAB are this script's own readings (bytes unless named otherwise)."""
 import json, os, subprocess, sys, time
 
@@ -11,7 +12,7 @@ def main() -> None:  # guarded: tensor parallel workers are spawned and re-impor
     cfg = json.loads(sys.argv[1])
     from vllm import LLM, SamplingParams
 
-    kw = dict(model=cfg["model"], load_format="dummy", skip_tokenizer_init=True,
+    kw = dict(model=cfg["model"], load_format="dummy", skip_tokenizer_init=not cfg.get("tokenizer"),
               gpu_memory_utilization=cfg["gmu"], max_model_len=cfg.get("max_model_len", -1),
               kv_cache_dtype=cfg.get("kv", "auto"), enforce_eager=cfg.get("eager", True),
               seed=0, enable_prefix_caching=cfg.get("prefix_caching", None))
@@ -27,6 +28,8 @@ def main() -> None:  # guarded: tensor parallel workers are spawned and re-impor
         kw["gdn_prefill_backend"] = cfg["gdn"]  # "triton": the FLA path every non-Hopper GPU takes
     if cfg.get("backend"):
         kw["attention_config"] = {"backend": cfg["backend"]}
+    if cfg.get("mm_limit") is not None:  # e.g. {"image": 1, "video": 0}
+        kw["limit_mm_per_prompt"] = cfg["mm_limit"]
     if cfg.get("compilation"):  # e.g. {"pass_config": {"fuse_allreduce_rms": false}}
         kw["compilation_config"] = cfg["compilation"]
     import torch
