@@ -148,3 +148,11 @@ def test_awq_zero_points_widen_on_hopper():
     h100 = weight_bytes(resolve(src, gpus.lookup("h100"), rules_for("0.26"), Flags()))
     ada = weight_bytes(resolve(src, gpus.lookup("4060ti"), rules_for("0.26"), Flags()))
     assert h100.model - ada.model == 32 * (32 * 24576 + 96 * 4096) * 3 // 2
+
+
+def test_autoround_config_is_gptq_packed_with_its_16_bit_layers_kept():
+    """AutoRound INT4 (the checkpoints club-3090 serves most): GPTQ packing; extra_config layers at 16 bits stay bf16."""
+    s = scheme_from_config({"quant_method": "auto-round", "bits": 4, "group_size": 128, "sym": True,
+                            "extra_config": {"model.layers.0.mlp.down_proj": {"bits": 16}, "lm_head": {"bits": 4}}})
+    assert s.method == "gptq" and s.bits == 4 and s.group_size == 128
+    assert "model.layers.0.mlp.down_proj" in s.ignore and "lm_head" not in s.ignore

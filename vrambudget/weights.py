@@ -101,9 +101,12 @@ def scheme_from_config(q: dict[str, Any] | None) -> QuantScheme:
     if method == "awq":
         return QuantScheme("awq", int(q.get("bits", q.get("w_bit", 4))), int(q.get("group_size", q.get("q_group_size", 128))),
                            zero_point=bool(q.get("zero_point", True)), ignore=ignore)
-    if method in ("gptq", "gptq_marlin", "auto-round", "autoround"):
+    if method in ("gptq", "gptq_marlin", "auto-round", "auto_round", "autoround"):
+        # AutoRound (GPTQ packing) names the layers it left in 16 bits in extra_config
+        kept = tuple(k for k, v in (q.get("extra_config") or {}).items()
+                     if isinstance(v, dict) and int(v.get("bits", 4)) >= 16)
         return QuantScheme("gptq", int(q.get("bits", 4)), int(q.get("group_size", 128)),
-                           zero_point=True, act_order=bool(q.get("desc_act", False)), ignore=ignore)
+                           zero_point=True, act_order=bool(q.get("desc_act", False)), ignore=ignore + kept)
     if method == "fp8":
         block = q.get("weight_block_size")
         return QuantScheme("fp8", 8, fp8_block=tuple(block) if block else None, ignore=ignore)
