@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from .arch import FULL, LINEAR, SLIDING, ModelArch
 from .errors import UserError
 from .kvspec import AttentionSpec, MambaSpec, SlidingWindowSpec, mamba_spec
-from .units import cdiv
+from .units import GiB, cdiv
 from .vllm_rules import VllmRules
 
 DENSE_BLOCK_SIZE = 16  # FlashAttention / FlashInfer default block on CUDA
@@ -205,9 +205,8 @@ def reproduces_within_rounding(layout: KVLayout, available_gib: float, max_model
     """Whether some whole number of blocks inside a logged available memory's 0.01 GiB rounding gives vLLM's
     logged "GPU KV cache size" and max_model_len exactly (the length either the model's maximum, which fits,
     or vLLM's auto-fit ceiling)."""
-    gib = 1 << 30
     bpb = layout.bytes_per_block
-    lo, hi = int((available_gib - 0.005) * gib) // bpb, -(-int((available_gib + 0.005) * gib) // bpb)
+    lo, hi = int((available_gib - 0.005) * GiB) // bpb, cdiv(int((available_gib + 0.005) * GiB), bpb)
     for n in range(max(lo, 0), hi + 1):
         plan = plan_kv(layout, n * bpb, max_model_len, rules)
         if plan.kv_cache_tokens != kv_cache_tokens:
