@@ -93,7 +93,7 @@ def weight_bytes(d: Deployment) -> WeightBytes:
     """Exact from safetensors headers where the model has them, else computed from the config."""
     a = d.model.arch
     with_vision = a.is_multimodal and not d.language_model_only
-    zp, _ = zero_point_bytes(d.gpu)
+    zp = zero_point_bytes(d.gpu)
     if d.model.tensors:
         w = weights_from_tensors(d.model.tensors, a, tp=d.tp, zero_point_bytes=zp)
         if not w.mtp and a.mtp_layers:  # checkpoint without an MTP head: size it from the config
@@ -147,14 +147,15 @@ def features(d: Deployment, w: WeightBytes | None = None) -> Features:
     if not d.enforce_eager:
         pw, full = cudagraph_sizes(d.max_num_seqs, d.spec_tokens, d.max_num_batched_tokens)
         graphs = len(pw) + len(full)
+    with_encoder = a.is_multimodal and not d.language_model_only
     return Features(
         requested_bytes=math.ceil(d.gpu.total_bytes * d.gmu), weights_bytes=int(w.target),
         mtp_weights_bytes=int(w.mtp) if d.mtp else 0, tokens=d.max_num_batched_tokens, seqs=d.max_num_seqs,
         mlp_width=mlp_width(a), vocab=a.vocab_size, hidden=a.hidden_size, tp=d.tp, hybrid=a.is_hybrid,
         eager=d.enforce_eager, compile_cache=d.compile_cache, num_cudagraphs=graphs,
-        with_encoder=a.is_multimodal and not d.language_model_only,
+        with_encoder=with_encoder,
         encoder_patch_width=encoder_profile_patches(a, d.max_num_batched_tokens) * a.vision.hidden
-        if a.is_multimodal and not d.language_model_only and a.vision else 0,
+        if with_encoder else 0,
         cudagraph_in_budget=d.rules.cudagraph_estimate_in_budget,
         backend_bytes=backend_for(d).profiled_bytes, moe=a.moe is not None, weights_include_buffers=True)
 

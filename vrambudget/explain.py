@@ -3,7 +3,7 @@ then compare term by term (used by `vrambudget explain`, the accuracy benchmark 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import coefficients as coeffs
@@ -52,13 +52,16 @@ FRESH_PROFILING_SECONDS = 60.0
 
 def deployment_from_log(facts: LogFacts, model: str | None = None, gpu: GPU | None = None) -> Deployment:
     flags = Flags(**flags_from_args(facts.args))
-    if facts.compile in ("cold", "warm"):
+    slow = (facts.profiling_seconds or 0) > FRESH_PROFILING_SECONDS
+    cache = facts.compile
+    if cache == "warm" and slow:
         # a boot that loaded stored graphs yet profiled for minutes recompiled inside the profile: cold for the
         # budget (lab-vllm-0.26.0-h100/q9-g-fp8-mtp2-32k-cold: "Directly load", 68 s, a cold 2.07 GiB peak)
-        half_warm = facts.compile == "warm" and (facts.profiling_seconds or 0) > FRESH_PROFILING_SECONDS
-        flags = Flags(**{**flags.__dict__, "compile_cache": "cold" if half_warm else facts.compile})
-    elif flags.enforce_eager and (facts.profiling_seconds or 0) > FRESH_PROFILING_SECONDS:
-        flags = Flags(**{**flags.__dict__, "compile_cache": "fresh"})
+        cache = "cold"
+    elif cache is None and flags.enforce_eager and slow:
+        cache = "fresh"
+    if cache:
+        flags = replace(flags, compile_cache=cache)
     src = resolve_model(model_ref_from_log(facts, model))
     return resolve(src, gpu_from_log(facts, gpu), rules_for(facts.vllm_version), flags)
 

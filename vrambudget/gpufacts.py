@@ -98,11 +98,11 @@ def gdn_prefill_path(gpu: GPU) -> str:
     return "FlashInfer GDN (Hopper)" if gpu.architecture == "hopper" else "Triton/FLA"
 
 
-def zero_point_bytes(gpu: GPU) -> tuple[int, str]:
+def zero_point_bytes(gpu: GPU) -> int:
     """Bytes per (group, output) that a 4-bit checkpoint's zero points take once loaded on this GPU (0: as packed
-    in the checkpoint), and the kernel that decides it (gpu_facts.json mixed_precision_kernels)."""
+    in the checkpoint), as the kernel vLLM runs there decides (gpu_facts.json mixed_precision_kernels)."""
     for r in _facts()["mixed_precision_kernels"]["rules"]:
         if gpu.architecture in r["architectures"]:
-            return int(r["zero_point_bytes"]), r["kernel"]
-    return 0, "Marlin"
+            return int(r["zero_point_bytes"])
+    return 0
 

@@ -104,7 +104,7 @@ def max_gmu_for_free(d: Deployment, b: Budget) -> float:
     return math.floor(b.free_at_start_bytes / d.gpu.total_bytes * 100) / 100
 
 
-def estimated_terms(d: Deployment, b: Budget, c: Coefficients | None = None) -> list[str]:
+def estimated_terms(d: Deployment, b: Budget, c: Coefficients) -> list[str]:
     """The figures of this prediction that nobody measured on this GPU/version (said in every output)."""
     out = []
     if not d.gpu.measured:
@@ -123,7 +123,7 @@ def estimated_terms(d: Deployment, b: Budget, c: Coefficients | None = None) -> 
         out.append(f"vLLM {d.rules.version} coefficients (inherited from measured ranges, not measured)")
     out.extend(d.model.arch.assumptions)
     if d.model.arch.is_multimodal and not d.language_model_only:
-        measured = c is not None and c.get("encoder_peak_per_patch_width_bytes", 0.0)
+        measured = c.get("encoder_peak_per_patch_width_bytes", 0.0)
         out.append("vision encoder profiling peak (" + ("measured on Qwen3.5 0.8B and 9B towers, vLLM 0.26.0, an H100; "
                    "maximum image size assumed 16,777,216 pixels" if measured else "NOT MEASURED for this vLLM") + ")")
     return out
