@@ -36,26 +36,71 @@ def group(f, d) -> str:
 
 
 def public_rows(by_gpu: dict[str, dict]) -> list[list[str]]:
-    """Logs other people published (tests/fixtures/public-logs): the KV plan from their logged available
-    memory, and the budget terms this tool cannot predict for them, named instead of guessed."""
+    """Logs other people published (tests/fixtures/public-logs): every figure that can be checked (the card's
+    total, weights where the checkpoint is a bundled profile, the KV plan from the logged available memory), and
+    the terms this tool cannot predict for them, named instead of guessed (sources.json)."""
     pub = ROOT / "tests" / "fixtures" / "public-logs"
     srcs = {k: v for k, v in json.loads((pub / "sources.json").read_text()).items() if not k.startswith("_")}
     rows = []
     for name, src in sorted(srcs.items()):
-        f = parse_log((pub / name).read_text())
-        d = deployment_from_log(f, src["model"], gpus.lookup(src["gpu"]))
-        plan = plan_kv(layout_for(d), round(f.available_kv_gib * GiB), f.max_model_len, d.rules)
-        exact = plan.kv_cache_tokens == f.kv_cache_tokens
+        c = check_public(pub / name, src)
         label = f"public/{Path(name).stem}"[-48:]
-        rows.append([label, "KV plan: tokens (from logged available)", f"{f.kv_cache_tokens:,}",
-                     f"{plan.kv_cache_tokens:,}", "exact" if exact else "DIFFERS"])
-        rows.append([label, "available KV cache", f"{f.available_kv_gib:.2f}", "unknown term",
-                     "; ".join(src["unknown_terms"])])
-        g = by_gpu[group(f, d)]
+        for term, logged, predicted, verdict in c["rows"]:
+            rows.append([label, term, logged, predicted, verdict])
+        g = by_gpu[f"vLLM {src.get('vllm', '?').split(' ')[0]} | {c['gpu']}" + (f" x{src['tp']}" if src["tp"] > 1 else "")]
         g["logs"] += 1
-        g["plans"].append(exact)
+        g["checked"].extend(c["errors"])
+        if c["plan"] is not None:
+            g["plans"].append(c["plan"])
         g["unknown"].update(src["unknown_terms"])
     return rows
+
+
+def check_public(path: Path, src: dict) -> dict:
+    """The checks one public log allows: (term, logged, predicted, verdict) rows, |errors| in GiB, plan verdict."""
+    from vrambudget.planner import rounding_band_blocks, tokens_within_rounding
+    f = parse_log(path.read_text())
+    f.args = {**src.get("args", {}), **f.args}
+    f.max_model_len = f.max_model_len or f.args.get("max_model_len")
+    gpu = gpus.lookup(src["gpu"])
+    rows, errors, plan = [], [], None
+    if f.total_gib is not None:
+        err = gpu.total_bytes / GiB - f.total_gib
+        errors.append(abs(err))
+        rows.append(["GPU total (CUDA)", f"{f.total_gib:.2f}", f"{gpu.total_bytes / GiB:.2f}", f"{err:+.2f}"])
+    d = None
+    needs_plan = not src.get("plan_unknown") and f.available_kv_gib is not None
+    if src.get("model") and (needs_plan or src.get("weights_checked")):
+        f.vllm_version = src.get("plan_rules") or f.vllm_version
+        d = deployment_from_log(f, src["model"], gpu, drafter=src.get("drafter"))
+    if d is not None and src.get("weights_checked") and f.weights_gib is not None:
+        from vrambudget import coefficients as coeffs
+        from vrambudget.predict import predict
+
+        b = predict(d, coeffs.load(d.rules.version, gpu.key, d.model.ref)).budget
+        pred = (b.weights_bytes + b.mtp_weights_bytes) / GiB
+        errors.append(abs(pred - f.weights_gib))
+        rows.append(["weights", f"{f.weights_gib:.2f}", f"{pred:.2f}", f"{pred - f.weights_gib:+.2f}"])
+    if d is not None and needs_plan:
+        layout = layout_for(d)
+        if f.gpu_blocks is not None:  # V0: blocks of 16 tokens from the logged KV memory
+            plan = f.gpu_blocks in rounding_band_blocks(layout, f.available_kv_gib)
+            rows.append(["KV plan: blocks (from logged available)", f"{f.gpu_blocks:,}",
+                         f"{(round(f.available_kv_gib * GiB) // layout.bytes_per_block):,}",
+                         "within rounding" if plan else "DIFFERS"])
+        elif f.kv_cache_tokens is not None:
+            rules = d.rules
+            p = plan_kv(layout, round(f.available_kv_gib * GiB), f.max_model_len, rules)
+            exact = p.kv_cache_tokens == f.kv_cache_tokens
+            plan = exact or tokens_within_rounding(layout, f.available_kv_gib, f.max_model_len, f.kv_cache_tokens,
+                                                   rules)
+            rows.append(["KV plan: tokens (from logged available)", f"{f.kv_cache_tokens:,}", f"{p.kv_cache_tokens:,}",
+                         "exact" if exact else "within rounding" if plan else "DIFFERS"])
+    elif src.get("plan_unknown"):
+        rows.append(["KV plan", "", "not checked", src["plan_unknown"]])
+    logged = "" if f.available_kv_gib is None else f"{f.available_kv_gib:.2f}"
+    rows.append(["available KV cache", logged, "unknown term", "; ".join(src["unknown_terms"])])
+    return {"rows": rows, "errors": errors, "plan": plan, "gpu": gpu.name}
 
 
 def main(paths: list[str]) -> int:
@@ -68,7 +113,8 @@ def main(paths: list[str]) -> int:
         if not any(part.startswith(("lab-", "public-")) for part in p.parts) or "lab-vllm-0.26.0" in str(p))
     worst = 0.0
     rows = []
-    by_gpu: dict[str, dict] = defaultdict(lambda: {"logs": 0, "errors": [], "plans": [], "unknown": set()})
+    by_gpu: dict[str, dict] = defaultdict(lambda: {"logs": 0, "errors": [], "plans": [], "unknown": set(),
+                                                   "checked": []})
     for path in logs:
         name = f"{path.parent.name}/{path.stem}"[-48:]
         try:
@@ -105,11 +151,29 @@ def main(paths: list[str]) -> int:
     print(tabulate(rows, headers=["log", "term", "logged", "predicted", "error GiB"], tablefmt="simple",
                    disable_numparse=True))
     summary = [[gpu, g["logs"],
-                f"{statistics.median(g['errors']):.3f}" if g["errors"] else "unknown: " + "; ".join(sorted(g["unknown"])),
+                f"{statistics.median(g['errors']):.3f}" if g["errors"] else "unknown (terms named above)",
+                f"{statistics.median(g['checked']):.3f} ({len(g['checked'])})" if g["checked"] else "-",
                 f"{sum(g['plans'])}/{len(g['plans'])}"] for gpu, g in sorted(by_gpu.items())]
     print("\nper vLLM version and GPU kind (0.20.2 and 0.26.0 measured here; 0.33: rules from source, no log)")
-    print(tabulate(summary, headers=["vLLM | GPU", "logs", "median |available KV error| GiB", "KV plan exact"],
+    print(tabulate(summary, headers=["vLLM | GPU", "logs", "median |available KV error| GiB",
+                                     "public logs: median |error| of checked terms (n)", "KV plan exact"],
                    tablefmt="simple", disable_numparse=True))
+    public = [g for k, g in by_gpu.items() if g["checked"] or g["unknown"]]
+    per_kind: dict[str, dict] = defaultdict(lambda: {"logs": 0, "checked": [], "plans": []})
+    for k, g in by_gpu.items():
+        if g in public:
+            kind = per_kind[k.split(" | ")[1].split(" x")[0]]
+            kind["logs"] += g["logs"]
+            kind["checked"] += g["checked"]
+            kind["plans"] += g["plans"]
+    kinds = set(per_kind)
+    print("\npublic logs per GPU kind (available KV not predicted for them: the unknown terms are named per log)")
+    print(tabulate([[k, v["logs"], f"{statistics.median(v['checked']):.3f} ({len(v['checked'])})" if v["checked"] else "-",
+                     f"{sum(v['plans'])}/{len(v['plans'])}"] for k, v in sorted(per_kind.items())],
+                   headers=["GPU kind", "logs", "median |error| of checked terms GiB (n)", "KV plan reproduced"],
+                   tablefmt="simple", disable_numparse=True))
+    print(f"public logs: {sum(g['logs'] for g in public)} on {len(kinds)} GPU kinds; KV plans reproduced "
+          f"{sum(sum(g['plans']) for g in public)}/{sum(len(g['plans']) for g in public)} where the log allows the check")
     print("(KV plan exact: vLLM's tokens and length from the logged available memory, or from a whole number of blocks\n"
           " inside its 0.01 GiB rounding, marked 'within the logged rounding' above)")
     print(f"\nworst available-KV error: {worst:.3f} GiB over {len(logs)} logs (target 0.15)")

@@ -140,6 +140,15 @@ def backend_for(d: Deployment) -> Backend:
     return attention_backend(d.gpu, kv_backend_class(d.kv_cache_dtype), max(a.attention_shape(FULL)[1], a.head_dim))
 
 
+def drafter_weight_bytes(d: Deployment) -> int:
+    """An external (DFlash) drafter's own weights per rank, from its config (0 without one)."""
+    if d.drafter is None or not d.spec_tokens:
+        return 0
+    from .units import dtype_bytes
+
+    return d.drafter.weights_bytes(dtype_bytes(d.model.arch.dtype), d.tp)
+
+
 def features(d: Deployment, w: WeightBytes | None = None) -> Features:
     a = d.model.arch
     w = w or weight_bytes(d)
@@ -150,7 +159,8 @@ def features(d: Deployment, w: WeightBytes | None = None) -> Features:
     with_encoder = a.is_multimodal and not d.language_model_only
     return Features(
         requested_bytes=math.ceil(d.gpu.total_bytes * d.gmu), weights_bytes=int(w.target),
-        mtp_weights_bytes=int(w.mtp) if d.mtp else 0, tokens=d.max_num_batched_tokens, seqs=d.max_num_seqs,
+        mtp_weights_bytes=int(w.mtp) if d.mtp else drafter_weight_bytes(d), tokens=d.max_num_batched_tokens,
+        seqs=d.max_num_seqs,
         mlp_width=mlp_width(a), vocab=a.vocab_size, hidden=a.hidden_size, tp=d.tp, hybrid=a.is_hybrid,
         eager=d.enforce_eager, compile_cache=d.compile_cache, num_cudagraphs=graphs,
         with_encoder=with_encoder,

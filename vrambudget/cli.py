@@ -28,7 +28,9 @@ EagerOpt = Annotated[bool, typer.Option("--enforce-eager/--cuda-graphs", rich_he
 MtpOpt = Annotated[Optional[int], typer.Option("--mtp", rich_help_panel=P, help="MTP speculative decoding with K tokens "
                    "(a bare --mtp means K=2; 0 = off).", min=0, max=8)]
 SpecOpt = Annotated[Optional[str], typer.Option("--speculative-config", rich_help_panel=P,
-                    help='vLLM\'s JSON, e.g. \'{"method":"mtp","num_speculative_tokens":2}\'.')]
+                    help='vLLM\'s JSON, e.g. \'{"method":"mtp","num_speculative_tokens":2}\'; a DFlash drafter: '
+                         '\'{"method":"dflash","model":"qwen3.6-27b-dflash","num_speculative_tokens":15}\' (a '
+                         'bundled drafter or a folder with its config.json).')]
 SeqsOpt = Annotated[Optional[int], typer.Option("--max-num-seqs", rich_help_panel=P, min=1,
                     help="Default: vLLM's for the GPU (256 below 70 GiB, 1024 above).")]
 BatchOpt = Annotated[Optional[int], typer.Option("--max-num-batched-tokens", rich_help_panel=P, min=1,
@@ -84,9 +86,9 @@ def build(model, gpu, gpu_memory, gmu, kv, eager, mtp, spec, seqs, batch, mml, p
     from .units import parse_size, parse_tokens
     from .vllm_rules import choose_version
 
-    method, k = "mtp", 0
+    method, k, draft = "mtp", 0, None
     if spec:
-        method, k = parse_speculative_config(spec)
+        method, k, draft = parse_speculative_config(spec)
     if mtp is not None:
         method, k = "mtp", mtp
     if mml is None:
@@ -99,7 +101,7 @@ def build(model, gpu, gpu_memory, gmu, kv, eager, mtp, spec, seqs, batch, mml, p
                   speculative_method=method, max_num_seqs=seqs, max_num_batched_tokens=batch, max_model_len=mml_v,
                   enable_prefix_caching=pc, tensor_parallel_size=tp, compile_cache=compile_cache,
                   language_model_only=lmo, other_gpu_bytes=parse_size(other) if other else 0,
-                  attention_backend=_backend_choice(backend))
+                  attention_backend=_backend_choice(backend), draft_model=draft)
     src = resolve_model(model)
     g = gpus.resolve(gpu, gpu_memory)
     choice = choose_version(ver)

@@ -55,10 +55,14 @@ class Flags:
     language_model_only: bool | None = None  # None: on for multimodal checkpoints
     other_gpu_bytes: int = 0  # memory other processes hold on the GPU
     attention_backend: str | None = None  # vLLM's --attention-backend (None: the one vLLM picks)
+    draft_model: str | None = None  # an external drafter (DFlash): bundled name or a folder with its config.json
 
 
-def parse_speculative_config(text: str) -> tuple[str, int]:
-    """--speculative-config JSON -> (method, num_speculative_tokens)."""
+SPEC_METHODS = ("mtp", "ngram", "dflash")
+
+
+def parse_speculative_config(text: str) -> tuple[str, int, str | None]:
+    """--speculative-config JSON -> (method, num_speculative_tokens, drafter model or None)."""
     try:
         cfg = json.loads(text)
     except json.JSONDecodeError as e:
@@ -66,7 +70,8 @@ def parse_speculative_config(text: str) -> tuple[str, int]:
                         "'{\"method\":\"mtp\",\"num_speculative_tokens\":2}'") from None
     if not isinstance(cfg, dict) or "method" not in cfg:
         raise UserError("--speculative-config needs at least a \"method\" key")
-    return str(cfg["method"]), int(cfg.get("num_speculative_tokens", 1))
+    model = cfg.get("model")
+    return str(cfg["method"]), int(cfg.get("num_speculative_tokens", 1)), str(model) if model else None
 
 
 @dataclass(frozen=True)
@@ -95,6 +100,7 @@ class Deployment:
     defaults: tuple[str, ...] = ()  # inputs the user did not choose: vLLM's defaults, said as such
     attention_backend: str | None = None  # forced with --attention-backend
     vllm: Any = None  # vllm_rules.VersionChoice: the version asked for, how it was chosen, what is unknown
+    drafter: Any = None  # drafter.Drafter: an external (DFlash) drafter's shape, with speculative method dflash
 
     @property
     def version_label(self) -> str:
@@ -117,8 +123,11 @@ class Deployment:
         """vLLM's --speculative-config JSON (compact, no spaces), or None."""
         if not self.spec_tokens:
             return None
-        return json.dumps({"method": self.speculative_method, "num_speculative_tokens": self.spec_tokens},
-                          separators=(",", ":"))
+        cfg: dict[str, Any] = {"method": self.speculative_method}
+        if self.drafter is not None:
+            cfg["model"] = self.drafter.name
+        cfg["num_speculative_tokens"] = self.spec_tokens
+        return json.dumps(cfg, separators=(",", ":"))
 
     @property
     def kv_scale_bytes(self) -> int:
@@ -156,6 +165,7 @@ class Deployment:
             "gpu_memory_utilization": self.gmu, "kv_cache_dtype": self.kv_cache_dtype,
             "enforce_eager": self.enforce_eager, "num_speculative_tokens": self.spec_tokens,
             "speculative_method": self.speculative_method if self.spec_tokens else None,
+            "drafter": self.drafter.name if self.drafter is not None else None,
             "max_num_seqs": self.max_num_seqs, "max_num_batched_tokens": self.max_num_batched_tokens,
             "max_model_len": self.max_model_len, "auto_fit_max_model_len": self.auto_fit,
             "max_model_len_given": self.max_model_len_given,
@@ -185,8 +195,16 @@ def resolve(model: ModelSource, gpu: GPU, rules: VllmRules, flags: Flags) -> Dep
         raise UserError("--mtp / num_speculative_tokens must be >= 0")
     if k and flags.speculative_method == "mtp" and not a.mtp_layers:
         raise UserError(f"{a.name} has no MTP head (mtp_num_hidden_layers = 0); drop --mtp")
-    if k and flags.speculative_method not in ("mtp", "ngram"):
-        raise UserError(f"speculative method {flags.speculative_method!r} is not modelled (mtp, ngram)")
+    if k and flags.speculative_method not in SPEC_METHODS:
+        raise UserError(f"speculative method {flags.speculative_method!r} is not modelled ({', '.join(SPEC_METHODS)})")
+    drafter = None
+    if k and flags.speculative_method == "dflash":
+        from .drafter import bundled_drafters, load_drafter
+
+        if not flags.draft_model:
+            raise UserError("speculative method 'dflash' needs its drafter: add \"model\": NAME or a folder with its "
+                            f"config.json to the speculative config (bundled: {', '.join(bundled_drafters())})")
+        drafter = load_drafter(flags.draft_model)
     big = gpu.total_bytes >= rules.big_gpu_threshold_gib * GiB and "A100" not in gpu.name.upper()
     d_tokens, d_seqs = rules.serve_defaults_big if big else rules.serve_defaults_small
     seqs = flags.max_num_seqs or d_seqs
@@ -215,4 +233,4 @@ def resolve(model: ModelSource, gpu: GPU, rules: VllmRules, flags: Flags) -> Dep
     return Deployment(model, gpu, rules, gmu, kv, kv_bytes, flags.enforce_eager, k, seqs, tokens, mml, auto_fit,
                       flags.max_model_len is not None, flags.enable_prefix_caching, tp, flags.compile_cache, lmo,
                       flags.other_gpu_bytes, flags.speculative_method if k else "mtp", tuple(defaults),
-                      flags.attention_backend.upper() if flags.attention_backend else None)
+                      flags.attention_backend.upper() if flags.attention_backend else None, drafter=drafter)

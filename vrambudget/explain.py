@@ -50,8 +50,13 @@ def gpu_from_log(facts: LogFacts, override: GPU | None = None) -> GPU:
 FRESH_PROFILING_SECONDS = 60.0
 
 
-def deployment_from_log(facts: LogFacts, model: str | None = None, gpu: GPU | None = None) -> Deployment:
+def deployment_from_log(facts: LogFacts, model: str | None = None, gpu: GPU | None = None,
+                        drafter: str | None = None) -> Deployment:
+    """The deployment a log states; `model` / `drafter` name the checkpoint and the DFlash drafter where the
+    log's paths are not on this machine."""
     flags = Flags(**flags_from_args(facts.args))
+    if drafter:
+        flags = replace(flags, draft_model=drafter)
     slow = (facts.profiling_seconds or 0) > FRESH_PROFILING_SECONDS
     cache = facts.compile
     if cache == "warm" and slow:

@@ -49,6 +49,17 @@ PATTERNS: dict[str, re.Pattern[str]] = {
                           r"utilization is \(([0-9.]+), ([0-9.]+) GiB\)"),
     "usage_020": re.compile(r"Actual usage is ([0-9.]+) GiB for weight, ([0-9.]+) GiB for peak activation, "
                             r"([0-9.]+) GiB for non-torch memory, and ([0-9.]+) GiB for CUDAGraph memory"),
+    # V0 engine (vLLM 0.5-0.7): the figures it printed, so its logs can be read and their KV plan checked
+    "v0_version": re.compile(r"Initializing an? (?:V0 )?LLM engine \(v([0-9][^)]*)\)"),
+    "v0_weights": re.compile(r"Loading model weights took ([0-9.]+) GB"),
+    "v0_profile": re.compile(r"Memory profiling results: total_gpu_memory=([0-9.]+)GiB .*non_torch_memory=([0-9.]+)GiB "
+                             r"kv_cache_size=(-?[0-9.]+)GiB gpu_memory_utilization=([0-9.]+)"),
+    "v0_budget": re.compile(r"total_gpu_memory \(([0-9.]+)GiB\) x gpu_memory_utilization \(([0-9.]+)\)"),
+    "v0_terms": re.compile(r"model weights take ([0-9.]+)GiB; non_torch_memory takes ([0-9.]+)GiB; PyTorch activation "
+                           r"peak memory takes ([0-9.]+)GiB; the rest of the memory reserved for KV Cache is (-?[0-9.]+)GiB"),
+    "v0_blocks": re.compile(r"(?:GPU|CUDA|cuda) blocks: (\d+)"),
+    "v0_too_small": re.compile(r"max seq len \((\d+)\) is larger than the maximum number of tokens that can be stored "
+                               r"in KV cache \((\d+)\)"),
     "usage_new": re.compile(r"Actual usage is ([0-9.]+) GiB for consumed memory \(weights \+ non-torch\), "
                             r"([0-9.]+) GiB for peak activation, and ([0-9.]+) GiB for CUDAGraph memory"),
 }
@@ -87,6 +98,7 @@ class LogFacts:
     compile_key: str | None = None  # torch.compile cache directory hash (what decides cold vs warm)
     estimated_max_model_len: int | None = None
     needed_kv_gib: float | None = None
+    gpu_blocks: int | None = None  # V0 engine: '# GPU blocks: N' (blocks of 16 tokens)
     outcome: str = "unknown"  # started | kv_too_small | oom_loading | oom_profiling | oom_kv_allocation |
     #                           oom_graph_capture | insufficient_free_memory | crashed | incomplete
     error: str | None = None
@@ -176,6 +188,27 @@ def parse_log(text: str) -> LogFacts:
             elif key == "usage_new":
                 f.activation_gib = f.activation_gib if f.activation_gib is not None else float(g[1])
                 f.cudagraph_actual_gib = float(g[2])
+            elif key == "v0_version" and not f.vllm_version:
+                f.vllm_version = g[0]
+            elif key == "v0_weights":
+                f.weights_gib = float(g[0])  # printed as "GB", computed in GiB
+                milestones.append("loaded")
+            elif key == "v0_profile":
+                f.total_gib, f.non_torch_gib, f.available_kv_gib = float(g[0]), float(g[1]), float(g[2])
+                f.args.setdefault("gpu_memory_utilization", float(g[3]))
+                milestones.append("profiled")
+            elif key == "v0_budget":
+                f.total_gib = float(g[0])
+                f.args.setdefault("gpu_memory_utilization", float(g[1]))
+            elif key == "v0_terms":
+                f.weights_gib, f.non_torch_gib, f.activation_gib, f.available_kv_gib = map(float, g)
+                milestones.append("profiled")
+            elif key == "v0_blocks" and f.gpu_blocks is None:
+                f.gpu_blocks = int(g[0])
+                milestones.append("kv_allocated")
+            elif key == "v0_too_small":
+                f.max_model_len, f.kv_cache_tokens = int(g[0]), int(g[1])
+                f.estimated_max_model_len = int(g[1])
             elif key == "compile_key" and f.compile_key is None:
                 f.compile_key = g[0]
             elif key == "lab_max_len" and int(g[0]) > 0:
@@ -231,6 +264,8 @@ def flags_from_args(args: dict[str, Any]) -> dict[str, Any]:
     if isinstance(spec, dict):
         out["speculative_method"] = str(spec.get("method", "mtp"))
         out["num_speculative_tokens"] = int(spec.get("num_speculative_tokens", 1))
+        if spec.get("model"):
+            out["draft_model"] = str(spec["model"])
     for k in ("max_num_seqs", "max_num_batched_tokens", "tensor_parallel_size"):
         if k in args:
             out[k] = int(args[k])

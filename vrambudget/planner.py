@@ -94,12 +94,51 @@ def unify_pages(buckets: list[Bucket], name: str) -> list[Bucket]:
     return out
 
 
+@dataclass(frozen=True)
+class DraftLayers:
+    """An external drafter's KV-cache layers of one kind, per rank (drafter.py says which kinds a version builds)."""
+
+    kind: str  # FULL or SLIDING
+    count: int
+    num_kv_heads: int  # per rank
+    head_dim: int
+    window: int | None = None
+
+
+def _merge(buckets: list[Bucket]) -> list[Bucket]:
+    """vLLM groups layers whose KV spec is equal: buckets with the same kind and spec become one."""
+    out: list[Bucket] = []
+    for b in buckets:
+        same = next((i for i, o in enumerate(out) if o.kind == b.kind and o.spec == b.spec), None)
+        if same is None:
+            out.append(b)
+        else:
+            out[same] = replace(out[same], num_layers=out[same].num_layers + b.num_layers)
+    return out
+
+
+def _draft_buckets(draft: tuple[DraftLayers, ...], kv_dtype_bytes: int, block: int, kv_scale_bytes: int,
+                   in_flight_tokens: int) -> list[Bucket]:
+    out = []
+    for dl in draft:
+        if dl.kind == SLIDING:
+            out.append(Bucket("sliding", SlidingWindowSpec(dl.num_kv_heads, dl.head_dim, kv_dtype_bytes, block,
+                                                           kv_scale_bytes, window=dl.window or 4096,
+                                                           in_flight_tokens=in_flight_tokens), dl.count))
+        else:
+            out.append(Bucket("attention", AttentionSpec(dl.num_kv_heads, dl.head_dim, kv_dtype_bytes, block,
+                                                         kv_scale_bytes), dl.count))
+    return out
+
+
 def build_layout(arch: ModelArch, *, kv_dtype_bytes: int, spec_tokens: int, draft_attention_layers: int,
                  tp: int, mamba_blocks: int, block_multiple: int, max_num_batched_tokens: int,
-                 in_flight_batches: int = 1, kv_scale_bytes: int = 0) -> KVLayout:
-    """Buckets, block size and groups for a model; the drafter's attention layers join the
-    full-attention bucket. `mamba_blocks` = blocks one request holds per GDN group; a sliding-window
-    layer keeps its window plus `in_flight_batches` x max_num_batched_tokens (vllm_rules)."""
+                 in_flight_batches: int = 1, kv_scale_bytes: int = 0,
+                 drafter: tuple[DraftLayers, ...] = ()) -> KVLayout:
+    """Buckets, block size and groups for a model; an MTP drafter's attention layers (the target's spec) join
+    the full-attention bucket, an external drafter's layers join a bucket only where their spec is equal.
+    `mamba_blocks` = blocks one request holds per GDN group; a sliding-window layer keeps its window plus
+    `in_flight_batches` x max_num_batched_tokens (vllm_rules)."""
     full_heads, full_dim = arch.attention_shape(FULL)
     kv_heads = max(1, full_heads // tp)
     attn = AttentionSpec(kv_heads, full_dim, kv_dtype_bytes, DENSE_BLOCK_SIZE, kv_scale_bytes)
@@ -111,8 +150,11 @@ def build_layout(arch: ModelArch, *, kv_dtype_bytes: int, spec_tokens: int, draf
                            blocks_per_request=mamba_blocks)
         block = hybrid_block_size(attn.bytes_per_token, mamba.state_bytes, block_multiple)
         attn = AttentionSpec(kv_heads, full_dim, kv_dtype_bytes, block, kv_scale_bytes)
-        mamba = MambaSpec(**{**mamba.__dict__, "page_size_padded": attn.page_size_bytes})
-        buckets = [Bucket("attention", attn, n_full), Bucket("gdn", mamba, n_gdn)]
+        attention = unify_pages(_merge([Bucket("attention", attn, n_full)] + _draft_buckets(
+            drafter, kv_dtype_bytes, block, kv_scale_bytes, in_flight_batches * max_num_batched_tokens)), arch.name)
+        page = max(b.spec.page_size_bytes for b in attention)
+        mamba = MambaSpec(**{**mamba.__dict__, "page_size_padded": page})
+        buckets = attention + [Bucket("gdn", mamba, n_gdn)]
     else:
         buckets = [Bucket("attention", attn, n_full)] if n_full else []
         if n_sw:
@@ -121,11 +163,13 @@ def build_layout(arch: ModelArch, *, kv_dtype_bytes: int, spec_tokens: int, draf
                                    window=arch.sliding_window or 4096,
                                    in_flight_tokens=in_flight_batches * max_num_batched_tokens)
             buckets.append(Bucket("sliding", sw, n_sw))
-        buckets = unify_pages([b for b in buckets if b.num_layers], arch.name)
+        buckets += _draft_buckets(drafter, kv_dtype_bytes, DENSE_BLOCK_SIZE, kv_scale_bytes,
+                                  in_flight_batches * max_num_batched_tokens)
+        buckets = unify_pages(_merge([b for b in buckets if b.num_layers]), arch.name)
     buckets = [b for b in buckets if b.num_layers]
     return KVLayout(tuple(buckets), block_size=min(b.spec.block_size for b in buckets) if not n_gdn else attn.block_size,
                     group_size=group_size([b.num_layers for b in buckets]),
-                    page_size_bytes=buckets[0].spec.page_size_bytes, hybrid=bool(n_gdn))
+                    page_size_bytes=max(b.spec.page_size_bytes for b in buckets), hybrid=bool(n_gdn))
 
 
 @dataclass(frozen=True)
@@ -215,3 +259,17 @@ def reproduces_within_rounding(layout: KVLayout, available_gib: float, max_model
             return True
     return False
 
+
+
+def rounding_band_blocks(layout: KVLayout, available_gib: float) -> range:
+    """Whole numbers of blocks whose memory lies inside a logged available memory's 0.01 GiB rounding."""
+    bpb = layout.bytes_per_block
+    return range(max(int((available_gib - 0.005) * GiB) // bpb, 0), cdiv(int((available_gib + 0.005) * GiB), bpb) + 1)
+
+
+def tokens_within_rounding(layout: KVLayout, available_gib: float, max_model_len: int, kv_cache_tokens: int,
+                           rules: VllmRules) -> bool:
+    """Whether some whole number of blocks inside the logged available memory's rounding gives vLLM's logged
+    "GPU KV cache size" at the logged max_model_len (a log with an explicit length: no auto-fit to reproduce)."""
+    return any(plan_kv(layout, n * layout.bytes_per_block, max_model_len, rules).kv_cache_tokens == kv_cache_tokens
+               for n in rounding_band_blocks(layout, available_gib))

@@ -12,7 +12,8 @@ from .gpufacts import gdn_prefill_path
 from .runtime import RuntimeNeed, eager_warmup_bytes, max_serving_gmu, runtime_need
 from .coefficients import Coefficients
 from .deployment import Deployment
-from .planner import KVLayout, KVPlan, build_layout, kv_needed_bytes, plan_startup
+from .arch import SLIDING
+from .planner import DraftLayers, KVLayout, KVPlan, build_layout, kv_needed_bytes, plan_startup
 from .units import GiB
 from .weights import WeightBytes
 
@@ -28,7 +29,18 @@ def layout_for(d: Deployment) -> KVLayout:
         draft_attention_layers=a.mtp_layers if d.mtp else 0, tp=d.tp, mamba_blocks=mamba_blocks,
         block_multiple=d.rules.align_block_multiple_hopper if hopper_align else d.rules.hybrid_block_multiple,
         max_num_batched_tokens=d.max_num_batched_tokens, in_flight_batches=d.rules.sliding_in_flight_batches,
-        kv_scale_bytes=d.kv_scale_bytes)
+        kv_scale_bytes=d.kv_scale_bytes, drafter=draft_layers(d))
+
+
+def draft_layers(d: Deployment) -> tuple[DraftLayers, ...]:
+    """An external drafter's KV-cache layers per rank, by kind, as this vLLM version builds them."""
+    dr = d.drafter
+    if dr is None or not d.spec_tokens:
+        return ()
+    kinds = dr.kinds(d.rules.drafter_sliding_layers)
+    heads = max(1, dr.num_kv_heads // d.tp)
+    return tuple(DraftLayers(k, kinds.count(k), heads, dr.head_dim, dr.sliding_window if k == SLIDING else None)
+                 for k in dict.fromkeys(kinds))
 
 
 @dataclass
@@ -122,6 +134,9 @@ def estimated_terms(d: Deployment, b: Budget, c: Coefficients) -> list[str]:
     elif d.vllm is None and not d.rules.measured:
         out.append(f"vLLM {d.rules.version} coefficients (inherited from measured ranges, not measured)")
     out.extend(d.model.arch.assumptions)
+    if d.drafter is not None and d.spec_tokens:
+        out.append(f"DFlash drafter {d.drafter.name}: weights from its config, its forward pass not measured "
+                   "(KV layers checked on vLLM 0.20 logs)")
     if d.model.arch.is_multimodal and not d.language_model_only:
         measured = c.get("encoder_peak_per_patch_width_bytes", 0.0)
         out.append("vision encoder profiling peak (" + ("measured on Qwen3.5 0.8B and 9B towers, vLLM 0.26.0, an H100; "

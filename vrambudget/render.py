@@ -40,7 +40,10 @@ def budget_table(p: Prediction) -> str:
     rows: list[list[Any]] = [
         ["budget = ceil(total x GMU)", g(b.requested_bytes), f"{d.gpu.total_bytes:,} B x {gmu_flag(d.gmu)}"],
         ["weights (target)", g(b.weights_bytes), f"{wsrc} + load overhead"],
-        ["MTP drafter weights", g(b.mtp_weights_bytes), "fc + decoder layer(s); shares embed/lm_head" if d.mtp else "off"],
+        ["MTP drafter weights" if d.drafter is None else "DFlash drafter weights", g(b.mtp_weights_bytes),
+         "fc + decoder layer(s); shares embed/lm_head" if d.mtp else
+         f"ESTIMATE: {d.drafter.name} config x {d.model.arch.dtype}; shares embed/lm_head" if b.mtp_weights_bytes
+         else "off"],
         ["activation peak (profile_run)", g(b.activation_bytes),
          ("max(base + tokens x MLP width + sampler, vision encoder: patches x width)"
           if d.model.arch.is_multimodal and not d.language_model_only else "base + tokens x MLP width + sampler")

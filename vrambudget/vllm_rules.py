@@ -48,6 +48,9 @@ class VllmRules:
     sliding_in_flight_batches: int = 1
     # What this version does with a model type beyond its plan (seen on the lab host), said with every prediction.
     model_notes: tuple[tuple[str, str], ...] = ()
+    # Whether a DFlash drafter's sliding_attention layers are built as sliding-window layers (0.26 source:
+    # qwen3_dflash.py _resolve_layer_attention); 0.20 builds every drafter layer as full attention (public logs).
+    drafter_sliding_layers: bool = False
 
 
 _R020 = VllmRules(
@@ -76,6 +79,7 @@ RULES: dict[str, VllmRules] = {
     # the KV plan of every 0.26.0 log follows 0.20's rules; what differs is CHANGES[("0.20", "0.26")]
     "0.26": replace(_R020, version="0.26", description="vLLM 0.26.x (verified on 0.26.0 H100 and 2x H200 logs)",
                     default_gmu=0.92, sliding_in_flight_batches=2, model_notes=(("gemma4", GEMMA4_TF_NOTE),),
+                    drafter_sliding_layers=True,
                     measured="vLLM 0.26.0 startups on H100 and 2x H200 (tests/fixtures/lab-vllm-0.26.0-*)"),
     "0.33": VllmRules(
         version="0.33", description="vLLM 0.33.x, the current release (from its source; not yet "
@@ -83,6 +87,7 @@ RULES: dict[str, VllmRules] = {
         default_gmu=0.92, hybrid_block_multiple=16, align_block_multiple_hopper=64,
         mamba_mode_default="align", align_hopper_extra_blocks=1, reserved_null_blocks=1,
         kv_tokens_formula="concurrency", cudagraph_estimate_in_budget=True, sliding_in_flight_batches=2,
+        drafter_sliding_layers=True,
     ),
 }
 NEWEST = "0.33"
@@ -96,6 +101,20 @@ def _key(version: str) -> tuple[int, int]:
         raise UserError(f"cannot read vLLM version {version!r}; write it like 0.20.2") from None
 
 
+# Patch releases inside a range that differ from it: (range, patches below which) -> changed fields. 0.20.0 and
+# 0.20.1 still logged 'GPU KV cache size' as blocks // groups x block size: a public 0.20.1rc1 boot (club-3090
+# issue 46, 2x RTX 4090) reproduces only so, a 0.20.2rc1 boot (issue 75, 2x RTX 3090) only as concurrency x length.
+PATCH_RULES: dict[tuple[str, int], dict[str, str]] = {
+    ("0.20", 2): {"kv_tokens_formula": "groups"},
+}
+
+
+def _patch(version: str) -> int:
+    parts = version.lstrip("v").split(".")
+    digits = "".join(ch for ch in (parts[2] if len(parts) > 2 else "0").split("rc")[0] if ch.isdigit())
+    return int(digits or 0)
+
+
 def rules_for(version: str | None) -> VllmRules:
     """The rules of the newest known range at or below `version` (default: the newest)."""
     if not version:
@@ -106,7 +125,11 @@ def rules_for(version: str | None) -> VllmRules:
         raise UserError(f"vLLM {version} is older than the oldest modelled range "
                         f"({known[0]}); supported: {', '.join(known)}")
     best = [k for k in known if _key(k) <= want][-1]
-    return RULES[best]
+    rules = RULES[best]
+    for (rng, below), changes in PATCH_RULES.items():
+        if rng == best and want == _key(rng) and _patch(version) < below:
+            rules = replace(rules, **changes)
+    return rules
 
 
 # What changed from one modelled range to the next: from the 0.20.2 and 0.26.0 logs and the 0.20.2 / 0.26.0 /
