@@ -706,6 +706,19 @@ def models(json_out: JsonOpt = False) -> None:
                                       disable_numparse=True))
             typer.echo("config checked: field by field against the official config.json (`models --json`: "
                        "'checked' says against what, and what is not verified)")
+            from .arch import SLIDING
+            from .drafter import bundled_drafters, load_drafter
+            from .profiles import read_json
+
+            drafters = []
+            for name, path in bundled_drafters().items():
+                dr, prof = load_drafter(name), read_json(path)
+                drafters.append([name, prof["hf_id"], f"{dr.num_layers} ({dr.layer_kinds.count(SLIDING)} sliding)",
+                                 f"{dr.num_kv_heads} x {dr.head_dim}", prof["checked"]])
+            if drafters:
+                typer.echo("\nDFlash drafters (--speculative-config '{\"method\":\"dflash\",\"model\":NAME,...}'):")
+                typer.echo(tabulate(drafters, headers=["model", "Hugging Face", "layers", "KV heads x dim", "checked"],
+                                    tablefmt="simple", disable_numparse=True))
 
     run_safely(go)
 
