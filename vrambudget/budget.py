@@ -19,6 +19,7 @@ from .checkpoint import weights_from_tensors
 from .coefficients import Coefficients
 from .deployment import Deployment, kv_backend_class
 from .gpufacts import Backend, Fact, attention_backend, backend_named, cuda_context, zero_point_bytes
+from .units import dtype_bytes
 from .weights import WeightBytes, weights_from_config
 
 
@@ -144,8 +145,6 @@ def drafter_weight_bytes(d: Deployment) -> int:
     """An external (DFlash) drafter's own weights per rank, from its config (0 without one)."""
     if d.drafter is None or not d.spec_tokens:
         return 0
-    from .units import dtype_bytes
-
     return d.drafter.weights_bytes(dtype_bytes(d.model.arch.dtype), d.tp)
 
 

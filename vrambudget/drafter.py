@@ -56,7 +56,8 @@ class Drafter:
 
 
 def drafter_from_config(cfg: dict[str, Any], name: str, source: str = "") -> Drafter:
-    """A drafter from its config.json; architectures other than DFlash are refused in one line."""
+    """A drafter from its config.json; architectures other than DFlash, and layer types that are neither full nor
+    sliding-window attention, are refused in one line."""
     archs = set(cfg.get("architectures") or [])
     if not archs & DFLASH_ARCHITECTURES:
         raise UserError(f"drafter {name}: architecture {sorted(archs) or 'unknown'} is not modelled "
@@ -67,7 +68,7 @@ def drafter_from_config(cfg: dict[str, Any], name: str, source: str = "") -> Dra
         hidden = int(cfg["hidden_size"])
         kinds = tuple(cfg.get("layer_types") or [FULL] * n)
         dflash = cfg.get("dflash_config") or {}
-        return Drafter(
+        d = Drafter(
             name=name, num_layers=n, num_heads=heads, num_kv_heads=int(cfg.get("num_key_value_heads", heads)),
             head_dim=int(cfg.get("head_dim") or hidden // heads), hidden=hidden,
             intermediate=int(cfg["intermediate_size"]), layer_kinds=kinds,
@@ -76,9 +77,6 @@ def drafter_from_config(cfg: dict[str, Any], name: str, source: str = "") -> Dra
     except (KeyError, TypeError, ValueError) as e:
         raise UserError(f"drafter {name}: config.json lacks or misstates {e}; it needs num_hidden_layers, "
                         "num_attention_heads, hidden_size and intermediate_size") from None
-
-
-def _check_kinds(d: Drafter) -> Drafter:
     bad = set(d.layer_kinds) - {FULL, SLIDING}
     if bad or len(d.layer_kinds) != d.num_layers:
         raise UserError(f"drafter {d.name}: layer_types {sorted(bad) or d.layer_kinds} do not describe its "
@@ -101,7 +99,7 @@ def load_drafter(ref: str) -> Drafter:
     bundled = bundled_drafters()
     if ref in bundled:
         prof = read_json(bundled[ref])
-        return _check_kinds(drafter_from_config(prof["config"], ref, f"{prof['hf_id']}: {prof['source']}"))
+        return drafter_from_config(prof["config"], ref, f"{prof['hf_id']}: {prof['source']}")
     path = Path(ref).expanduser()
     cfg_path = path / "config.json" if path.is_dir() else path
     if not cfg_path.is_file():
@@ -111,4 +109,4 @@ def load_drafter(ref: str) -> Drafter:
         cfg = json.loads(cfg_path.read_text())
     except (OSError, json.JSONDecodeError) as e:
         raise UserError(f"drafter {ref!r}: cannot read {cfg_path} ({e})") from None
-    return _check_kinds(drafter_from_config(cfg, path.name or ref, str(cfg_path)))
+    return drafter_from_config(cfg, path.name or ref, str(cfg_path))

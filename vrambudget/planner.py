@@ -249,16 +249,13 @@ def reproduces_within_rounding(layout: KVLayout, available_gib: float, max_model
     """Whether some whole number of blocks inside a logged available memory's 0.01 GiB rounding gives vLLM's
     logged "GPU KV cache size" and max_model_len exactly (the length either the model's maximum, which fits,
     or vLLM's auto-fit ceiling)."""
-    bpb = layout.bytes_per_block
-    lo, hi = int((available_gib - 0.005) * GiB) // bpb, cdiv(int((available_gib + 0.005) * GiB), bpb)
-    for n in range(max(lo, 0), hi + 1):
-        plan = plan_kv(layout, n * bpb, max_model_len, rules)
+    for n in rounding_band_blocks(layout, available_gib):
+        plan = plan_kv(layout, n * layout.bytes_per_block, max_model_len, rules)
         if plan.kv_cache_tokens != kv_cache_tokens:
             continue
         if (max_model_len == model_max and plan.ceiling >= max_model_len) or plan.ceiling == max_model_len:
             return True
     return False
-
 
 
 def rounding_band_blocks(layout: KVLayout, available_gib: float) -> range:
