@@ -2,6 +2,7 @@
 and the patch release whose KV-tokens log line differs (checked on public logs in test_public_logs.py)."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -27,9 +28,10 @@ def test_bundled_drafter_shape():
     dr = load_drafter("qwen3.6-27b-dflash")
     assert (dr.num_layers, dr.num_kv_heads, dr.head_dim, dr.sliding_window) == (5, 8, 128, 2048)
     assert dr.layer_kinds.count("sliding_attention") == 4 and dr.hidden == 5120
-    # club-3090 docs/KV_MATH.md: "~1.75 GB draft model (per card, FP16)" at TP=2; from the config: 1.86 GB
+    # club-3090 docs/KV_MATH.md: "~1.75 GB draft model (per card, FP16)" at TP=2; from the config: 1.93 GB
+    # (1.86 GB of layers and fc, 0.07 GB of its own rotary cache over 262,144 positions)
     per_card = dr.weights_bytes(2, 2)
-    assert 1.75e9 < per_card < 1.9e9
+    assert 1.75e9 < per_card < 1.95e9
 
 
 def test_vllm_0_26_builds_the_drafters_sliding_layers():
@@ -65,3 +67,32 @@ def test_patch_rules_for_the_kv_tokens_line():
     assert rules_for("0.20.1rc1.dev16+g7a1eb8ac2").kv_tokens_formula == "groups"
     assert rules_for("0.20.2rc1.dev9+g01d4d1ad3").kv_tokens_formula == "concurrency"
     assert rules_for("0.20.2").kv_tokens_formula == "concurrency"
+
+
+LAB26 = Path(__file__).parent / "fixtures" / "lab-vllm-0.26.0-h100" / "dflash"
+
+
+def test_vllm_0_26_lab_startup_with_the_drafter():
+    """A real vLLM 0.26.0 startup (H100, dummy weights, eager, fp8 KV, 8 seqs / 2048 tokens, 5 speculative tokens):
+    0.26 forces its V2 model runner for a drafter of mixed sliding / full layers, builds the 4 sliding layers
+    (block 1616: 69 groups of one layer, no padding) and logs 514,752 tokens for 262,144 (1.96x) from 18.64 GiB."""
+    from vrambudget.explain import compare_file
+    from vrambudget.logparse import parse_log
+    from vrambudget.planner import tokens_within_rounding
+
+    path = LAB26 / "d26-q36-dflash5.log"
+    text = path.read_text()
+    assert "Using V2 Model Runner" in text and "Setting attention block size to 1616 tokens" in text
+    assert "padding layers" not in text
+    cmp = compare_file(path, drafter="qwen3.6-27b-dflash")
+    rows = {r[0]: r for r in cmp.rows}
+    assert rows["weights (incl. drafter)"][1] == 53.55 and abs(rows["weights (incl. drafter)"][3]) <= 0.05
+    assert rows["activation peak"][1] == 0.43 and abs(rows["activation peak"][3]) <= 0.03
+    assert abs(rows["available KV cache"][3]) <= 0.05
+    lay = layout_for(cmp.prediction.deployment)
+    assert (lay.block_size, lay.num_groups, lay.group_size) == (1616, 69, 1)
+    facts = parse_log(text)
+    # 514,752 = int(6,046 blocks / 3,079 a request x 262,144); 6,046 blocks lie inside the logged 18.64 GiB
+    assert tokens_within_rounding(lay, facts.available_kv_gib, 262_144, 514_752, cmp.prediction.deployment.rules)
+    assert not tokens_within_rounding(lay, facts.available_kv_gib, 262_144, 514_752 + 1072,
+                                      cmp.prediction.deployment.rules)

@@ -121,15 +121,18 @@ def test_bundled_prediction_of_graph_mode_cold_and_warm(cache, logged):
                 Flags(gpu_memory_utilization=0.15, kv_cache_dtype="fp8", num_speculative_tokens=2, max_num_seqs=8,
                       max_num_batched_tokens=2048, max_model_len=-1, compile_cache=cache))
     p = predict(d, coefficients.load("0.20"))
-    assert abs(p.budget.available_kv_bytes / GiB - logged) <= 0.05
-    assert p.ceiling == {"cold": 65392, "warm": 169376}[cache]
+    assert abs(p.budget.available_kv_bytes / GiB - logged) <= 0.02
+    # the logged ceilings (cold 65,392 = 61 blocks of 1072, warm 169,376 = 158): a prediction within 0.02 GiB
+    # may land one 1072-token block either side (a block is 0.02 GiB here); the plan from the logged
+    # available memory is exact (test_compile_cache_key_follows_max_model_len, tests/test_kv_plan.py)
+    assert abs(p.ceiling - {"cold": 65392, "warm": 169376}[cache]) <= 1072
 
 
 def test_refit_on_every_real_record_stays_within_0_05_gib():
     samples = load_samples(sorted(RUNS.glob("*/records.jsonl")))
     res = fit(samples, coefficients.load("0.20"))
     assert len(res.after) == 5 and max(abs(e) for _, e in res.after) <= 0.05
-    assert {"cold_compile_per_token_hidden_bytes", "warm_compile_extra_bytes"} <= set(res.changed)
+    assert {"cold_compile_vocab_hidden_factor", "warm_compile_per_token_hidden_bytes"} <= set(res.changed)
 
 
 def test_a_second_fit_keeps_the_first_and_a_copy(tmp_path):
@@ -146,5 +149,5 @@ def test_a_second_fit_keeps_the_first_and_a_copy(tmp_path):
     second = json.loads(out.read_text())
     assert "non_torch_eager_bytes" in first["coefficients"]  # only the eager run measures it
     assert second["coefficients"]["non_torch_eager_bytes"] == first["coefficients"]["non_torch_eager_bytes"]
-    assert "warm_compile_extra_bytes" in second["coefficients"] and len(second["fitted_from"]) == 2
+    assert "warm_compile_per_token_hidden_bytes" in second["coefficients"] and len(second["fitted_from"]) == 2
     assert json.loads((tmp_path / "profile.previous.json").read_text()) == first

@@ -128,6 +128,9 @@ class Features:
     moe: bool = False  # a mixture-of-experts MLP (its fused-expert forward peaks above the dense term)
     # with the tower: image patches of vLLM's encoder profiling x the tower's hidden width (0: not known)
     encoder_patch_width: int = 0
+    # with the tower: the profiling images' pixels and the encoder's outputs, held through the language model's run
+    encoder_held_bytes: int = 0
+    speculative: bool = False  # a drafter (MTP, DFlash): the rejection sampler's dummy run follows the sampler's
     # weights_bytes includes the rotary caches (records of vrambudget before 2026-11-22 do not: `fit` then
     # leaves the load overhead alone, which their figures would double count)
     weights_include_buffers: bool = False
@@ -165,6 +168,8 @@ def features(d: Deployment, w: WeightBytes | None = None) -> Features:
         with_encoder=with_encoder,
         encoder_patch_width=encoder_profile_patches(a, d.max_num_batched_tokens) * a.vision.hidden
         if with_encoder else 0,
+        encoder_held_bytes=encoder_held_bytes(a, d.max_num_batched_tokens) if with_encoder else 0,
+        speculative=d.spec_tokens > 0,
         cudagraph_in_budget=d.rules.cudagraph_estimate_in_budget,
         backend_bytes=backend_for(d).profiled_bytes, moe=a.moe is not None, weights_include_buffers=True)
 
@@ -183,11 +188,21 @@ def encoder_profile_patches(a: ModelArch, max_num_batched_tokens: int) -> int:
     return max(1, max(max_num_batched_tokens, tokens) // tokens) * patches
 
 
-def eager_activation(f: Features, c: Coefficients) -> float:
-    """profile_run's torch peak increase without torch.compile (bytes): a base, the forward pass over
-    max_num_batched_tokens and the sampler's dummy run over max_num_seqs fp32 logit rows. Where the two
-    peaks do not overlap in time (coefficient activation_peaks_overlap = 0, measured on vLLM 0.26.0) the
-    larger one counts; else (0.20.2's fit) they add."""
+def encoder_held_bytes(a: ModelArch, max_num_batched_tokens: int) -> int:
+    """Bytes the encoder's profiling leaves alive while the language model's dummy run peaks: the images'
+    pixel values (patches x channels x temporal patch x patch^2, bf16) and the encoder's outputs (tokens x the
+    language model's hidden size, bf16). vLLM 0.20.2, Qwen3.5-0.8B + MTP 2 at 256 seqs: 1.94 GiB without the
+    tower, 2.16 with it (0.19 + 0.03 GiB held)."""
+    v = a.vision
+    patches = encoder_profile_patches(a, max_num_batched_tokens)
+    pixels = patches * v.in_channels * v.temporal_patch * v.patch * v.patch * 2
+    return pixels + patches // (v.spatial_merge ** 2) * v.out_hidden * 2
+
+
+def forward_peak(f: Features, c: Coefficients) -> float:
+    """profile_run's dummy forward pass above the base (bytes): the eager forward over max_num_batched_tokens,
+    plus what a warm compiled graph adds; a cold (or fresh) compile peaks at a copy of the vocab x hidden
+    matrix instead, whichever is larger (vLLM 0.20.2: 2.07-2.08 GiB for Qwen3.5-9B at 2048 and at 8192 tokens)."""
     forward = c["activation_per_token_width_bytes"] * f.tokens * f.mlp_width / f.tp
     if f.tp > 1 and f.eager:  # a tensor-parallel rank's eager forward holds more (measured on 0.26.0 only)
         forward += c.get("activation_tp_eager_extra_bytes", 0.0)
@@ -195,16 +210,38 @@ def eager_activation(f: Features, c: Coefficients) -> float:
         forward += c.get("activation_moe_extra_bytes", 0.0)
     if f.eager and f.compile_cache == "fresh" and f.hybrid:  # a fresh machine JIT-compiles and autotunes the GDN
         forward += c.get("fresh_jit_extra_bytes", 0.0)  # (FLA) Triton kernels inside the profile's forward
-    sampler = c["activation_sampler_factor"] * f.seqs * f.vocab * 4
-    # the dummy forward's hidden states (tokens x hidden, bf16, whole on every TP rank) stay alive through
-    # the sampler's dummy run (0.26.0: 3.55 GiB at 8192 tokens, 3.61 at 16,384, 1024 seqs)
-    sampler += c.get("sampler_holds_hidden_states", 0.0) * f.tokens * f.hidden * 2
-    both = forward + sampler if peaks_add(c) else max(forward, sampler)
-    return c["activation_base_bytes"] + both
+    if not f.eager:
+        forward = max(forward, compile_peak(f, c)) if f.compile_cache in ("cold", "fresh") else \
+            forward + c["warm_compile_per_token_hidden_bytes"] * f.tokens * f.hidden / f.tp
+    return forward
+
+
+def compile_peak(f: Features, c: Coefficients) -> float:
+    """A cold torch.compile's peak above the base (bytes): a factor x vocab x hidden x 2 B per rank
+    (Qwen3.5 0.8B / 4B / 9B and 9B at TP 2, vLLM 0.20.2 and 0.26.0: factor 1.04 on every log)."""
+    return c["cold_compile_vocab_hidden_factor"] * f.vocab * f.hidden * 2 / f.tp
+
+
+def sampler_peak(f: Features, c: Coefficients) -> float:
+    """The sampler's dummy run above the base (bytes): fp32 logit rows x vocab x a factor. With speculative
+    decoding the rejection sampler's dummy run follows on two rows per request (one draft token each:
+    SpecDecodeMetadata.make_dummy in 0.20.2 and 0.26.0), so the rows double. The dummy forward's hidden
+    states (tokens x hidden, bf16, whole on every TP rank) stay alive meanwhile."""
+    rows = f.seqs * (2 if f.speculative else 1)
+    held = c.get("sampler_holds_hidden_states", 0.0) * f.tokens * f.hidden * 2
+    return c["activation_sampler_factor"] * rows * f.vocab * 4 + held
+
+
+def language_model_peak(f: Features, c: Coefficients) -> float:
+    """profile_run's torch peak increase for the language model (bytes): the base plus the forward's and the
+    sampler's peaks, the larger of the two where they do not overlap (activation_peaks_overlap = 0: vLLM
+    0.20.2 and 0.26.0 logs) and their sum where a profile says they do."""
+    fw, sp = forward_peak(f, c), sampler_peak(f, c)
+    return c["activation_base_bytes"] + (fw + sp if peaks_add(c) else max(fw, sp))
 
 
 def peaks_add(c: Coefficients) -> bool:
-    """Whether profile_run's forward and sampler peaks add (profiles without the coefficient: yes, as 0.20.2)."""
+    """Whether profile_run's forward and sampler peaks add (profiles without the coefficient: yes)."""
     return bool(c.get("activation_peaks_overlap", 1.0))
 
 
@@ -217,24 +254,20 @@ def non_torch(f: Features, c: Coefficients) -> float:
     return one
 
 
-def compile_extra(f: Features, c: Coefficients) -> float:
-    """What torch.compile adds to the profiled peak: large on a cold cache, small on a warm one."""
-    if f.eager:
-        return 0.0
-    if f.compile_cache in ("cold", "fresh"):
-        return c["cold_compile_per_token_hidden_bytes"] * f.tokens * f.hidden / f.tp
-    return c["warm_compile_extra_bytes"]
+def activation(f: Features, c: Coefficients) -> float:
+    """profile_run's whole torch peak increase (bytes). With the vision tower vLLM first runs the encoder over
+    its profiling images, then the language model while the images' pixels and the encoder's outputs are
+    still held: the larger of the two peaks counts. The attention backend's profiled workspace adds."""
+    act = language_model_peak(f, c)
+    if f.with_encoder:
+        encoder = c["encoder_peak_per_patch_width_bytes"] * f.encoder_patch_width
+        act = max(encoder, act + f.encoder_held_bytes)
+    return act + f.backend_bytes
 
 
 def terms(f: Features, c: Coefficients) -> dict[str, int]:
     """The measured terms of the budget (bytes), from features and coefficients."""
-    act = eager_activation(f, c)
-    per_patch = c.get("encoder_peak_per_patch_width_bytes", 0.0)
-    if f.with_encoder and per_patch and f.encoder_patch_width:  # profiled apart: the larger peak counts
-        act = max(act, per_patch * f.encoder_patch_width)
-    elif f.with_encoder:
-        act += c["encoder_activation_bytes"]  # NOT MEASURED placeholder (vLLM 0.20)
-    act += compile_extra(f, c) + f.backend_bytes
+    act = activation(f, c)
     cg = 0.0 if f.eager else c["cudagraph_base_bytes"] + c["cudagraph_per_graph_bytes"] * f.num_cudagraphs
     overhead = c["weights_overhead_hybrid_bytes"] if f.hybrid else c["weights_overhead_dense_bytes"]
     return {

@@ -527,7 +527,12 @@ def fit(records: Annotated[list[str], typer.Argument(help="Probe records (*.json
 
 @app.command()
 def explain(log: Annotated[str, typer.Argument(help="A vLLM startup log (a file, or - for stdin).")],
-            model: ModelOpt = None, gpu: GpuOpt = None, json_out: JsonOpt = False) -> None:
+            model: ModelOpt = None, gpu: GpuOpt = None,
+            drafter: Annotated[str | None, typer.Option(
+                "--drafter", metavar="<str>",
+                help="The DFlash drafter the log's speculative config names, where its path is not on this "
+                     "machine: a bundled drafter (see `vrambudget models`) or a folder with its config.json.")] = None,
+            json_out: JsonOpt = False) -> None:
     """Read a vLLM startup log: the flags it was started with, its budget next to predict's, and what
     its outcome means."""
 
@@ -542,7 +547,7 @@ def explain(log: Annotated[str, typer.Argument(help="A vLLM startup log (a file,
 
         text = sys.stdin.read() if log == "-" else _read_text(Path(log))
         facts = parse_log(text)
-        d = deployment_from_log(facts, model, lookup(gpu) if gpu else None)
+        d = deployment_from_log(facts, model, lookup(gpu) if gpu else None, drafter)
         cmp = compare(facts, d)
         if json_out:
             emit_json(explain_json(cmp))
@@ -550,7 +555,7 @@ def explain(log: Annotated[str, typer.Argument(help="A vLLM startup log (a file,
         i = d.inputs()
         typer.echo(f"{log}: vLLM {facts.vllm_version or '?'} | {i['model']} on {i['gpu']} | GMU {d.gmu:.2f} | "
                    f"KV {d.kv_cache_dtype} | {'eager' if d.enforce_eager else 'graphs (' + d.compile_cache + ' compile)'}"
-                   f" | {'MTP ' + str(d.spec_tokens) if d.mtp else 'no MTP'} | seqs {d.max_num_seqs} | "
+                   f" | {d.speculative_method.upper() + ' ' + str(d.spec_tokens) if d.spec_tokens else 'no MTP'} | seqs {d.max_num_seqs} | "
                    f"batched {d.max_num_batched_tokens}")
         rows = [[t, "-" if lg is None else f"{lg:.2f}", f"{pr:.2f}", "" if e is None else f"{e:+.2f}"]
                 for t, lg, pr, e in cmp.rows]

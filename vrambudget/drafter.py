@@ -38,6 +38,8 @@ class Drafter:
     sliding_window: int | None
     fc_inputs: int  # target hidden states concatenated into the drafter's input projection
     source: str = ""
+    # the rotary cache's length (transformers' Qwen3Config default where the config omits it)
+    max_position_embeddings: int = 32768
 
     def kinds(self, honours_sliding: bool) -> tuple[str, ...]:
         """Layer kinds as a vLLM version builds them (0.20: every layer full attention)."""
@@ -52,7 +54,9 @@ class Drafter:
         norms = 2 * h + 2 * hd
         per_rank = self.num_layers * (cdiv(attn + mlp, tp) + norms)
         replicated = self.fc_inputs * h * h + 3 * h  # fc, hidden_norm, final norm, mask embedding
-        return (per_rank + replicated) * dtype_bytes
+        # its own rotary cos/sin cache (max positions x head dim, model dtype), whole on every rank
+        rotary = self.max_position_embeddings * hd
+        return (per_rank + replicated + rotary) * dtype_bytes
 
 
 def drafter_from_config(cfg: dict[str, Any], name: str, source: str = "") -> Drafter:
@@ -73,7 +77,8 @@ def drafter_from_config(cfg: dict[str, Any], name: str, source: str = "") -> Dra
             head_dim=int(cfg.get("head_dim") or hidden // heads), hidden=hidden,
             intermediate=int(cfg["intermediate_size"]), layer_kinds=kinds,
             sliding_window=dflash.get("swa_window_size") or cfg.get("sliding_window"),
-            fc_inputs=len(dflash.get("target_layer_ids") or [None] * n), source=source)
+            fc_inputs=len(dflash.get("target_layer_ids") or [None] * n), source=source,
+            max_position_embeddings=int(cfg.get("max_position_embeddings") or 32768))
     except (KeyError, TypeError, ValueError) as e:
         raise UserError(f"drafter {name}: config.json lacks or misstates {e}; it needs num_hidden_layers, "
                         "num_attention_heads, hidden_size and intermediate_size") from None

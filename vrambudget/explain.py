@@ -99,9 +99,9 @@ def compare(facts: LogFacts, d: Deployment, c: Coefficients | None = None) -> Co
 
 
 def compare_file(path: Path, model: str | None = None, gpu: GPU | None = None,
-                 c: Coefficients | None = None) -> Comparison:
+                 c: Coefficients | None = None, drafter: str | None = None) -> Comparison:
     facts = parse_log(path.read_text(errors="replace"))
-    return compare(facts, deployment_from_log(facts, model, gpu), c)
+    return compare(facts, deployment_from_log(facts, model, gpu, drafter), c)
 
 
 def meaning(cmp: Comparison) -> str:

@@ -9,11 +9,11 @@ and after, per record.
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from .budget import Features, available_kv, eager_activation, features, peaks_add
+from .budget import Features, available_kv, features, language_model_peak, peaks_add, sampler_peak
 from .coefficients import Coefficient, Coefficients
 from .errors import UserError
 from .profiles import read_jsonl
@@ -125,8 +125,8 @@ def fit(samples: list[Sample], base: Coefficients) -> FitResult:
     cur = Coefficients(items, base.origins)
     if eager:
         rows = {(s.f.tokens * s.f.mlp_width / s.f.tp, s.f.seqs * s.f.vocab * 4.0) for s in eager}
-        # the three-term least squares assumes the forward and sampler peaks add (0.20.2); where they do not
-        # (activation_peaks_overlap = 0, vLLM 0.26) only the base is shifted
+        # the three-term least squares assumes the forward and sampler peaks add; where they do not
+        # (activation_peaks_overlap = 0: vLLM 0.20.2 and 0.26 logs) only the base is shifted
         if len(rows) >= 3 and peaks_add(cur):
             import numpy as np
 
@@ -137,20 +137,25 @@ def fit(samples: list[Sample], base: Coefficients) -> FitResult:
             put("activation_per_token_width_bytes", x[1], f"nnls over {len(eager)} eager profiling peaks")
             put("activation_sampler_factor", x[2], f"nnls over {len(eager)} eager profiling peaks")
         else:
-            resid = [s.activation_gib * GiB - eager_activation(s.f, cur) for s in eager]
+            resid = [s.activation_gib * GiB - language_model_peak(s.f, cur) for s in eager]
             put("activation_base_bytes", max(0.0, cur["activation_base_bytes"] + statistics.mean(resid)),
                 f"{len(eager)} eager profiling peaks (base shifted, slopes kept)")
     cur = Coefficients(items, base.origins)
-    for cache, name in (("cold", "cold_compile_per_token_hidden_bytes"), ("warm", "warm_compile_extra_bytes")):
-        g = [s for s in samples if not s.f.eager and s.f.compile_cache == cache and s.activation_gib is not None]
-        if not g:
-            continue
-        extra = [s.activation_gib * GiB - eager_activation(s.f, cur) for s in g]
-        if cache == "cold":
-            val = statistics.mean(e / (s.f.tokens * s.f.hidden / s.f.tp) for e, s in zip(extra, g, strict=True))
-        else:
-            val = statistics.mean(extra)
-        put(name, max(0.0, val), f"{len(g)} {cache}-compile profiling peaks")
+    cold = [s for s in samples if not s.f.eager and s.f.compile_cache in ("cold", "fresh")
+            and s.activation_gib is not None and not s.f.with_encoder]
+    # a cold compile's peak shows only where it is above the sampler's
+    cold = [s for s in cold if s.activation_gib * GiB - cur["activation_base_bytes"] > sampler_peak(s.f, cur)]
+    if cold:
+        put("cold_compile_vocab_hidden_factor", statistics.mean(
+            (s.activation_gib * GiB - cur["activation_base_bytes"]) / (s.f.vocab * s.f.hidden * 2 / s.f.tp)
+            for s in cold), f"{len(cold)} cold-compile profiling peaks")
+    warm = [s for s in samples if not s.f.eager and s.f.compile_cache == "warm" and s.activation_gib is not None
+            and not s.f.with_encoder]
+    if warm:
+        eager_peak = [language_model_peak(replace(s.f, eager=True), cur) for s in warm]
+        put("warm_compile_per_token_hidden_bytes", max(0.0, statistics.mean(
+            (s.activation_gib * GiB - e) / (s.f.tokens * s.f.hidden / s.f.tp) for s, e in zip(warm, eager_peak, strict=True))),
+            f"{len(warm)} warm-compile profiling peaks")
     cg = [s for s in samples if not s.f.eager and s.cudagraph_gib is not None]
     if cg:
         per = cur["cudagraph_per_graph_bytes"]

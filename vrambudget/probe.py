@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import __version__
-from .budget import compile_extra, features
+from .budget import activation, features
 from .coefficients import Coefficients
 from .deployment import Deployment, gmu_flag
 from .errors import UserError
@@ -378,7 +378,7 @@ class Prober:
         gap = 0.0
         if f.compile == "cold" and not self.d.enforce_eager:
             feats = features(self.d)
-            gap = compile_extra(feats, self.c) - compile_extra(replace(feats, compile_cache="warm"), self.c)
+            gap = activation(feats, self.c) - activation(replace(feats, compile_cache="warm"), self.c)
         c = ceiling_for(self.layout, round(f.available_kv_gib * GiB + gap), self.d.rules)
         return min(c, self.d.model.arch.max_position_embeddings)
 

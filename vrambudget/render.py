@@ -6,7 +6,7 @@ from typing import Any
 
 from tabulate import tabulate
 
-from .deployment import gmu_flag
+from .deployment import Deployment, gmu_flag
 from .gpufacts import gdn_prefill_path
 from .predict import Answer, Prediction
 from .units import GiB, MiB
@@ -45,9 +45,7 @@ def budget_table(p: Prediction) -> str:
          f"ESTIMATE: {d.drafter.name} config x {d.model.arch.dtype}; shares embed/lm_head" if b.mtp_weights_bytes
          else "off"],
         ["activation peak (profile_run)", g(b.activation_bytes),
-         ("max(base + tokens x MLP width + sampler, vision encoder: patches x width)"
-          if d.model.arch.is_multimodal and not d.language_model_only else "base + tokens x MLP width + sampler")
-         + ("" if d.enforce_eager else f" + {d.compile_cache} compile")
+         activation_formula(d)
          + (f" + {b.backend.name} workspace {b.backend.profiled_bytes / MiB:.0f} MiB" if b.backend.profiled_bytes else "")],
         ["non-torch memory", g(b.non_torch_bytes), "measured (NCCL, cuBLAS workspaces)"],
         ["CUDA graphs (estimate)", g(b.cudagraph_bytes),
@@ -206,3 +204,14 @@ def table_text(t: dict[str, Any], target: dict[str, float | None] | None, tokens
                   "restart with the compile cache warm; '-' = does not start"
                   + ("; * = starts, but a prompt that long is predicted to run out of memory after startup: "
                      "`predict --gmu G` names the terms" if starred else "") + ")")
+
+
+def activation_formula(d: Deployment) -> str:
+    """How the profiled peak is built for this deployment (the budget's `activation`), in words."""
+    forward = "tokens x MLP width" + ("" if d.enforce_eager else
+                                      " + warm compile" if d.compile_cache == "warm" else ", cold compile: vocab x hidden")
+    sampler = "sampler" + (" x 2 rows (rejection)" if d.spec_tokens else "")
+    lm = f"base + max({forward}; {sampler})"
+    if d.model.arch.is_multimodal and not d.language_model_only:
+        return f"max(vision encoder: patches x width; {lm} + images held)"
+    return lm

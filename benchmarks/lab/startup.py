@@ -3,7 +3,8 @@
   PYTHONPATH=/tmp/site VLLM_ENABLE_V1_MULTIPROCESSING=0 VLLM_LOGGING_LEVEL=DEBUG \
   python3 startup.py '{"model": DIR, "gmu": 0.3, "kv": "fp8", "mtp": 0, "eager": true, "lmo": true,
                        "backend": "FLASHINFER", "compilation": {...}, "prompts": [60000, 120000],
-                       "tokenizer": true (load one: multimodal profiling needs it), "mm_limit": {"video": 0}}'
+                       "tokenizer": true (load one: multimodal profiling needs it), "mm_limit": {"video": 0},
+                       "spec": {"method": "dflash", "model": DIR, "num_speculative_tokens": 5}}'
 Lines starting with LAB are this script's own readings (bytes unless named otherwise)."""
 import json, os, subprocess, sys, time
 
@@ -24,6 +25,8 @@ def main() -> None:  # guarded: tensor parallel workers are spawned and re-impor
         kw["language_model_only"] = True
     if cfg.get("mtp"):
         kw["speculative_config"] = {"method": "mtp", "num_speculative_tokens": cfg["mtp"]}
+    if cfg.get("spec"):  # any speculative config, e.g. {"method": "dflash", "model": DIR, "num_speculative_tokens": 5}
+        kw["speculative_config"] = cfg["spec"]
     if cfg.get("gdn"):
         kw["gdn_prefill_backend"] = cfg["gdn"]  # "triton": the FLA path every non-Hopper GPU takes
     if cfg.get("backend"):
