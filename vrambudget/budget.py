@@ -210,10 +210,11 @@ def forward_peak(f: Features, c: Coefficients) -> float:
         forward += c.get("activation_moe_extra_bytes", 0.0)
     if f.eager and f.compile_cache == "fresh" and f.hybrid:  # a fresh machine JIT-compiles and autotunes the GDN
         forward += c.get("fresh_jit_extra_bytes", 0.0)  # (FLA) Triton kernels inside the profile's forward
-    if not f.eager:
-        forward = max(forward, compile_peak(f, c)) if f.compile_cache in ("cold", "fresh") else \
-            forward + c["warm_compile_per_token_hidden_bytes"] * f.tokens * f.hidden / f.tp
-    return forward
+    if f.eager:
+        return forward
+    if f.compile_cache in ("cold", "fresh"):
+        return max(forward, compile_peak(f, c))
+    return forward + c["warm_compile_per_token_hidden_bytes"] * f.tokens * f.hidden / f.tp
 
 
 def compile_peak(f: Features, c: Coefficients) -> float:
