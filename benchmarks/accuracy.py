@@ -16,12 +16,13 @@ from pathlib import Path
 
 from tabulate import tabulate
 
+from vrambudget import coefficients as coeffs
 from vrambudget import gpus
 from vrambudget.errors import UserError
 from vrambudget.explain import compare_file, deployment_from_log
 from vrambudget.logparse import parse_log
-from vrambudget.planner import plan_kv, reproduces_within_rounding, tokens_within_rounding
-from vrambudget.predict import layout_for
+from vrambudget.planner import plan_kv, reproduces_within_rounding, rounding_band_blocks, tokens_within_rounding
+from vrambudget.predict import layout_for, predict
 from vrambudget.units import GiB
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,6 +41,18 @@ def is_plain_startup(p: Path) -> bool:
     if parts[0] == "lab-vllm-0.20.2-h100":
         return parts[1] == "vision" or p.name.startswith(("e1", "qwen3.5-4b"))
     return not parts[0].startswith(("lab-", "public-")) or parts[0].startswith("lab-vllm-0.26.0")
+
+
+def plan_verdict(layout, f, mml: int, rules, model_max: int, explicit: bool):
+    """vLLM's KV plan from a log's available memory, and whether it gives the logged tokens exactly or from a
+    whole number of blocks inside the 0.01 GiB rounding (with an explicit length: the tokens alone; else also
+    the auto-fit length)."""
+    plan = plan_kv(layout, round(f.available_kv_gib * GiB), mml, rules)
+    exact = plan.kv_cache_tokens == f.kv_cache_tokens
+    rounding = not exact and (
+        tokens_within_rounding(layout, f.available_kv_gib, mml, f.kv_cache_tokens, rules) if explicit else
+        reproduces_within_rounding(layout, f.available_kv_gib, mml, f.kv_cache_tokens, rules, model_max))
+    return plan, exact, rounding
 
 
 def group(f, d) -> str:
@@ -70,7 +83,6 @@ def public_rows(by_gpu: dict[str, dict]) -> list[list[str]]:
 
 def check_public(path: Path, src: dict) -> dict:
     """The checks one public log allows: (term, logged, predicted, verdict) rows, |errors| in GiB, plan verdict."""
-    from vrambudget.planner import rounding_band_blocks, tokens_within_rounding
     f = parse_log(path.read_text())
     f.args = {**src.get("args", {}), **f.args}
     f.max_model_len = f.max_model_len or f.args.get("max_model_len")
@@ -86,9 +98,6 @@ def check_public(path: Path, src: dict) -> dict:
         f.vllm_version = src.get("plan_rules") or f.vllm_version
         d = deployment_from_log(f, src["model"], gpu, drafter=src.get("drafter"))
     if d is not None and src.get("weights_checked") and f.weights_gib is not None:
-        from vrambudget import coefficients as coeffs
-        from vrambudget.predict import predict
-
         b = predict(d, coeffs.load(d.rules.version, gpu.key, d.model.ref)).budget
         pred = (b.weights_bytes + b.mtp_weights_bytes) / GiB
         errors.append(abs(pred - f.weights_gib))
@@ -101,11 +110,9 @@ def check_public(path: Path, src: dict) -> dict:
                          f"{(round(f.available_kv_gib * GiB) // layout.bytes_per_block):,}",
                          "within rounding" if plan else "DIFFERS"])
         elif f.kv_cache_tokens is not None:
-            rules = d.rules
-            p = plan_kv(layout, round(f.available_kv_gib * GiB), f.max_model_len, rules)
-            exact = p.kv_cache_tokens == f.kv_cache_tokens
-            plan = exact or tokens_within_rounding(layout, f.available_kv_gib, f.max_model_len, f.kv_cache_tokens,
-                                                   rules)
+            p, exact, rounding = plan_verdict(layout, f, f.max_model_len, d.rules,
+                                              d.model.arch.max_position_embeddings, explicit=True)
+            plan = exact or rounding
             rows.append(["KV plan: tokens (from logged available)", f"{f.kv_cache_tokens:,}", f"{p.kv_cache_tokens:,}",
                          "exact" if exact else "within rounding" if plan else "DIFFERS"])
     elif src.get("plan_unknown"):
@@ -144,13 +151,8 @@ def main(paths: list[str]) -> int:
             continue  # a refused startup: its budget rows above are still compared
         lay = layout_for(d)
         mml = f.max_model_len or d.max_model_len
-        plan = plan_kv(lay, round(f.available_kv_gib * GiB), mml, d.rules)
-        exact = plan.kv_cache_tokens == f.kv_cache_tokens
         explicit = f.args.get("max_model_len") not in (None, -1, "-1", "auto")  # no auto-fit length to reproduce
-        rounding = not exact and (
-            tokens_within_rounding(lay, f.available_kv_gib, mml, f.kv_cache_tokens, d.rules) if explicit else
-            reproduces_within_rounding(lay, f.available_kv_gib, mml, f.kv_cache_tokens, d.rules,
-                                       d.model.arch.max_position_embeddings))
+        plan, exact, rounding = plan_verdict(lay, f, mml, d.rules, d.model.arch.max_position_embeddings, explicit)
         by_gpu[key]["plans"].append(exact or rounding)
         rows.append([name, "KV plan: block / tokens / len",
                      f"{f.block_size or 16} / {f.kv_cache_tokens:,} / {f.max_model_len:,}",

@@ -93,15 +93,14 @@ def context_for(d: Deployment, c: Coefficients) -> Fact:
 def weight_bytes(d: Deployment) -> WeightBytes:
     """Exact from safetensors headers where the model has them, else computed from the config."""
     a = d.model.arch
-    with_vision = a.is_multimodal and not d.language_model_only
     zp = zero_point_bytes(d.gpu)
     if d.model.tensors:
         w = weights_from_tensors(d.model.tensors, a, tp=d.tp, zero_point_bytes=zp)
         if not w.mtp and a.mtp_layers:  # checkpoint without an MTP head: size it from the config
             mtp = weights_from_config(a, with_vision=False, tp=d.tp, zero_point_bytes=zp).mtp
             w = WeightBytes(w.model, mtp, w.vision, w.source)
-        return w if with_vision else WeightBytes(w.model, w.mtp, 0, w.source)
-    return weights_from_config(a, with_vision=with_vision, tp=d.tp, zero_point_bytes=zp)
+        return w if d.with_vision else WeightBytes(w.model, w.mtp, 0, w.source)
+    return weights_from_config(a, with_vision=d.with_vision, tp=d.tp, zero_point_bytes=zp)
 
 
 @dataclass(frozen=True)
@@ -158,17 +157,16 @@ def features(d: Deployment, w: WeightBytes | None = None) -> Features:
     if not d.enforce_eager:
         pw, full = cudagraph_sizes(d.max_num_seqs, d.spec_tokens, d.max_num_batched_tokens)
         graphs = len(pw) + len(full)
-    with_encoder = a.is_multimodal and not d.language_model_only
+    patches = encoder_profile_patches(a, d.max_num_batched_tokens) if d.with_vision else 0
     return Features(
         requested_bytes=math.ceil(d.gpu.total_bytes * d.gmu), weights_bytes=int(w.target),
         mtp_weights_bytes=int(w.mtp) if d.mtp else drafter_weight_bytes(d), tokens=d.max_num_batched_tokens,
         seqs=d.max_num_seqs,
         mlp_width=mlp_width(a), vocab=a.vocab_size, hidden=a.hidden_size, tp=d.tp, hybrid=a.is_hybrid,
         eager=d.enforce_eager, compile_cache=d.compile_cache, num_cudagraphs=graphs,
-        with_encoder=with_encoder,
-        encoder_patch_width=encoder_profile_patches(a, d.max_num_batched_tokens) * a.vision.hidden
-        if with_encoder else 0,
-        encoder_held_bytes=encoder_held_bytes(a, d.max_num_batched_tokens) if with_encoder else 0,
+        with_encoder=d.with_vision,
+        encoder_patch_width=patches * a.vision.hidden if patches else 0,
+        encoder_held_bytes=encoder_held_bytes(a, patches) if patches else 0,
         speculative=d.spec_tokens > 0,
         cudagraph_in_budget=d.rules.cudagraph_estimate_in_budget,
         backend_bytes=backend_for(d).profiled_bytes, moe=a.moe is not None, weights_include_buffers=True)
@@ -188,13 +186,12 @@ def encoder_profile_patches(a: ModelArch, max_num_batched_tokens: int) -> int:
     return max(1, max(max_num_batched_tokens, tokens) // tokens) * patches
 
 
-def encoder_held_bytes(a: ModelArch, max_num_batched_tokens: int) -> int:
-    """Bytes the encoder's profiling leaves alive while the language model's dummy run peaks: the images'
-    pixel values (patches x channels x temporal patch x patch^2, bf16) and the encoder's outputs (tokens x the
-    language model's hidden size, bf16). vLLM 0.20.2, Qwen3.5-0.8B + MTP 2 at 256 seqs: 1.94 GiB without the
+def encoder_held_bytes(a: ModelArch, patches: int) -> int:
+    """Bytes the encoder's profiling of `patches` image patches leaves alive while the language model's dummy
+    run peaks: the images' pixel values (patches x channels x temporal patch x patch^2, bf16) and the encoder's
+    outputs (tokens x the language model's hidden size, bf16). vLLM 0.20.2, Qwen3.5-0.8B + MTP 2 at 256 seqs: 1.94 GiB without the
     tower, 2.16 with it (0.19 + 0.03 GiB held)."""
     v = a.vision
-    patches = encoder_profile_patches(a, max_num_batched_tokens)
     pixels = patches * v.in_channels * v.temporal_patch * v.patch * v.patch * 2
     return pixels + patches // (v.spatial_merge ** 2) * v.out_hidden * 2
 

@@ -113,6 +113,11 @@ class Deployment:
         return self.spec_tokens > 0 and self.speculative_method == "mtp"
 
     @property
+    def with_vision(self) -> bool:
+        """vLLM loads (and profiles) the vision tower: a multimodal checkpoint without --language-model-only."""
+        return self.model.arch.is_multimodal and not self.language_model_only
+
+    @property
     def mamba_mode(self) -> str:
         """GDN state caching: 'align' with prefix caching (or by default in newer vLLM), else 'none'."""
         if not self.model.arch.is_hybrid:

@@ -116,7 +116,7 @@ def max_gmu_for_free(d: Deployment, b: Budget) -> float:
     return math.floor(b.free_at_start_bytes / d.gpu.total_bytes * 100) / 100
 
 
-def estimated_terms(d: Deployment, b: Budget, c: Coefficients) -> list[str]:
+def estimated_terms(d: Deployment, b: Budget) -> list[str]:
     """The figures of this prediction that nobody measured on this GPU/version (said in every output)."""
     out = []
     if not d.gpu.measured:
@@ -137,7 +137,7 @@ def estimated_terms(d: Deployment, b: Budget, c: Coefficients) -> list[str]:
     if d.drafter is not None and d.spec_tokens:
         out.append(f"DFlash drafter {d.drafter.name}: weights from its config (one vLLM 0.26.0 startup: within "
                    "0.05 GiB), its CUDA graphs not measured (KV layers checked on vLLM 0.20 and 0.26.0 logs)")
-    if d.model.arch.is_multimodal and not d.language_model_only:
+    if d.with_vision:
         out.append("vision encoder profiling peak (measured on Qwen3.5 0.8B and 9B towers, vLLM 0.20.2 and 0.26.0, "
                    "an H100; maximum image size assumed 16,777,216 pixels)")
     return out
@@ -173,7 +173,7 @@ def predict(d: Deployment, c: Coefficients, w: WeightBytes | None = None,
     plan = plan_startup(layout, avail, d.max_model_len, d.auto_fit, d.rules)
     reasons: list[str] = []
     warnings: list[str] = []
-    estimated = estimated_terms(d, b, c)
+    estimated = estimated_terms(d, b)
     if not b.startup_memory_ok:
         short = b.requested_bytes - b.free_at_start_bytes
         certain = b.free_at_start_measured or d.gpu.total_bytes - d.other_gpu_bytes - d.gpu.used_bytes < b.requested_bytes

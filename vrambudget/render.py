@@ -61,7 +61,6 @@ def budget_table(p: Prediction) -> str:
     return tabulate(rows, headers=["term", "GiB", "from"], tablefmt="simple", disable_numparse=True)
 
 
-
 def block_row(lay) -> list[str]:
     """The block size row: the hybrid's alignment, the backend default, or per-kind sizes where vLLM unified
     unequal pages by growing the smaller page's block (Gemma 4: full 32, sliding 16)."""
@@ -72,6 +71,7 @@ def block_row(lay) -> list[str]:
         return ["block size", " / ".join(f"{k} {v}" for k, v in sizes.items()) + " tokens",
                 "pages unified: the smaller page's block grows"]
     return ["block size", f"{lay.block_size} tokens", "backend default"]
+
 
 def plan_table(p: Prediction) -> str:
     pl, lay, d = p.plan, p.plan.layout, p.deployment
@@ -212,6 +212,6 @@ def activation_formula(d: Deployment) -> str:
                                       " + warm compile" if d.compile_cache == "warm" else ", cold compile: vocab x hidden")
     sampler = "sampler" + (" x 2 rows (rejection)" if d.spec_tokens else "")
     lm = f"base + max({forward}; {sampler})"
-    if d.model.arch.is_multimodal and not d.language_model_only:
+    if d.with_vision:
         return f"max(vision encoder: patches x width; {lm} + images held)"
     return lm
