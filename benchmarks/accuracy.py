@@ -77,6 +77,8 @@ def public_rows(by_gpu: dict[str, dict]) -> list[list[str]]:
         g["checked"].extend(c["errors"])
         if c["plan"] is not None:
             g["plans"].append(c["plan"])
+        if c["estimate"] is not None:
+            g["estimates"].append(abs(c["estimate"]))
         g["unknown"].update(src["unknown_terms"])
     return rows
 
@@ -92,9 +94,9 @@ def check_public(path: Path, src: dict) -> dict:
         err = gpu.total_bytes / GiB - f.total_gib
         errors.append(abs(err))
         rows.append(["GPU total (CUDA)", f"{f.total_gib:.2f}", f"{gpu.total_bytes / GiB:.2f}", f"{err:+.2f}"])
-    d = None
+    d, estimate = None, None
     needs_plan = not src.get("plan_unknown") and f.available_kv_gib is not None
-    if src.get("model") and (needs_plan or src.get("weights_checked")):
+    if src.get("model") and (needs_plan or src.get("weights_checked") or src.get("predict")):
         f.vllm_version = src.get("plan_rules") or f.vllm_version
         d = deployment_from_log(f, src["model"], gpu, drafter=src.get("drafter"))
     if d is not None and src.get("weights_checked") and f.weights_gib is not None:
@@ -118,8 +120,15 @@ def check_public(path: Path, src: dict) -> dict:
     elif src.get("plan_unknown"):
         rows.append(["KV plan", "", "not checked", src["plan_unknown"]])
     logged = "" if f.available_kv_gib is None else f"{f.available_kv_gib:.2f}"
-    rows.append(["available KV cache", logged, "unknown term", "; ".join(src["unknown_terms"])])
-    return {"rows": rows, "errors": errors, "plan": plan, "gpu": gpu.name}
+    if d is not None and src.get("predict") and f.available_kv_gib is not None:
+        # every flag and the checkpoint known: predicted, with the terms not measured there estimated (named)
+        pred = predict(d, coeffs.load(d.rules.version, gpu.key, d.model.ref)).budget.available_kv_bytes / GiB
+        estimate = pred - f.available_kv_gib
+        rows.append(["available KV cache (estimate)", logged, f"{pred:.2f}",
+                     f"{estimate:+.2f}; estimated: " + "; ".join(src["unknown_terms"])])
+    else:
+        rows.append(["available KV cache", logged, "unknown term", "; ".join(src["unknown_terms"])])
+    return {"rows": rows, "errors": errors, "plan": plan, "gpu": gpu.name, "estimate": estimate}
 
 
 def main(paths: list[str]) -> int:
@@ -128,7 +137,7 @@ def main(paths: list[str]) -> int:
     worst = 0.0
     rows = []
     by_gpu: dict[str, dict] = defaultdict(lambda: {"logs": 0, "errors": [], "plans": [], "unknown": set(),
-                                                   "checked": []})
+                                                   "checked": [], "estimates": []})
     for path in logs:
         name = f"{path.parent.name}/{path.stem}"[-48:]
         try:
@@ -171,18 +180,23 @@ def main(paths: list[str]) -> int:
                                      "public logs: median |error| of checked terms (n)", "KV plan exact"],
                    tablefmt="simple", disable_numparse=True))
     public = [g for k, g in by_gpu.items() if g["checked"] or g["unknown"]]
-    per_kind: dict[str, dict] = defaultdict(lambda: {"logs": 0, "checked": [], "plans": []})
+    per_kind: dict[str, dict] = defaultdict(lambda: {"logs": 0, "checked": [], "plans": [], "estimates": []})
     for k, g in by_gpu.items():
         if g in public:
             kind = per_kind[k.split(" | ")[1].split(" x")[0]]
             kind["logs"] += g["logs"]
             kind["checked"] += g["checked"]
             kind["plans"] += g["plans"]
+            kind["estimates"] += g["estimates"]
     kinds = set(per_kind)
-    print("\npublic logs per GPU kind (available KV not predicted for them: the unknown terms are named per log)")
+    print("\npublic logs per GPU kind (available KV predicted only where every flag and the checkpoint are known, "
+          "with the terms not measured there estimated: named per log above)")
     print(tabulate([[k, v["logs"], f"{statistics.median(v['checked']):.3f} ({len(v['checked'])})" if v["checked"] else "-",
-                     f"{sum(v['plans'])}/{len(v['plans'])}"] for k, v in sorted(per_kind.items())],
-                   headers=["GPU kind", "logs", "median |error| of checked terms GiB (n)", "KV plan reproduced"],
+                     f"{sum(v['plans'])}/{len(v['plans'])}",
+                     f"{max(v['estimates']):.2f} ({len(v['estimates'])})" if v["estimates"] else "-"]
+                    for k, v in sorted(per_kind.items())],
+                   headers=["GPU kind", "logs", "median |error| of checked terms GiB (n)", "KV plan reproduced",
+                            "available KV, estimated terms: worst |error| GiB (n)"],
                    tablefmt="simple", disable_numparse=True))
     print(f"public logs: {sum(g['logs'] for g in public)} on {len(kinds)} GPU kinds; KV plans reproduced "
           f"{sum(sum(g['plans']) for g in public)}/{sum(len(g['plans']) for g in public)} where the log allows the check")

@@ -5,6 +5,7 @@ import struct
 
 import pytest
 
+from vrambudget import gpus
 from vrambudget.arch import arch_from_config
 from vrambudget.budget import weight_bytes
 from vrambudget.checkpoint import resolve_model
@@ -156,3 +157,53 @@ def test_autoround_config_is_gptq_packed_with_its_16_bit_layers_kept():
                             "extra_config": {"model.layers.0.mlp.down_proj": {"bits": 16}, "lm_head": {"bits": 4}}})
     assert s.method == "gptq" and s.bits == 4 and s.group_size == 128
     assert "model.layers.0.mlp.down_proj" in s.ignore and "lm_head" not in s.ignore
+
+
+def _layout_bytes(name: str) -> int:
+    """The whole checkpoint (model, MTP layer, vision tower) of a bundled quantized layout, as stored: without the
+    g_idx vLLM allocates at load for GPTQ layers (an AutoRound export stores none)."""
+    from dataclasses import replace
+
+    from vrambudget.weights import Int4Load, mtp_tensors, tensor_bytes, vision_tensors
+
+    a = resolve_model(name).arch
+    s = replace(scheme_from_config(a.quantization), load=Int4Load(g_idx_kept=False))
+    return sum(tensor_bytes(t, s, 2) for t in [*model_tensors(a), *mtp_tensors(a), *vision_tensors(a)])
+
+
+def test_autoround_layout_gives_the_logged_checkpoint_size():
+    """vLLM logged 'Checkpoint size: 17.69 GiB' for Lorbus/Qwen3.6-27B-int4-AutoRound (club-3090 issue 142): the
+    bundled layout (MTP layer in int4, mtp.fc, in_proj_a/b and the tower in bf16) gives 17.6918 GiB; an MTP layer
+    in bf16 would print 18.21, a stored g_idx 17.70."""
+    assert round(_layout_bytes("qwen3.6-27b-int4-autoround") / 2**30, 2) == 17.69
+    assert _layout_bytes("qwen3.8-27b-int4-autoround") == _layout_bytes("qwen3.6-27b-int4-autoround")
+
+
+def test_fp8_layout_gives_the_checkpoints_bytes():
+    """club-3090 measured the 66 safetensors files of Qwen/Qwen3.8-27B-FP8 (and of Qwen3.6-27B-FP8) at
+    30,866,866,928 bytes: the bundled layout (MTP layer in fp8) is within 0.01 % of it."""
+    assert abs(_layout_bytes("qwen3.8-27b-fp8") - 30_866_866_928) < 30_866_866_928 * 1e-4
+
+
+def test_autoround_blocks_and_regex_extra_config():
+    """block_name_to_quantize limits what is quantized; an extra_config key with regex characters is a pattern."""
+    from vrambudget.weights import Tensor
+
+    s = scheme_from_config({"quant_method": "auto-round", "bits": 4, "group_size": 128, "sym": True,
+                            "block_name_to_quantize": "model.language_model.layers,mtp.layers",
+                            "extra_config": {r".*mlp\.down_proj.*": {"bits": 16}}})
+    assert s.quantizes(Tensor("mtp.layers.0.mlp.up_proj", 64, 64))
+    assert not s.quantizes(Tensor("mtp.fc", 128, 64))  # outside the named blocks
+    assert not s.quantizes(Tensor("model.language_model.layers.3.mlp.down_proj", 64, 64))
+    assert s.quantizes(Tensor("model.language_model.layers.3.mlp.up_proj", 64, 64)) and s.symmetric
+
+
+def test_marlin_frees_a_symmetric_checkpoints_zero_points():
+    """A symmetric GPTQ / AutoRound layer: Machete keeps the unused qzeros and g_idx, Marlin frees them (vLLM 0.26
+    source; lab-vllm-0.26.0-h100/quant: 17.24 vs 17.14 GiB on the same layout, 0.10 apart)."""
+    from vrambudget.gpufacts import int4_load
+
+    a = resolve_model("qwen3.6-27b-int4-autoround").arch
+    machete = weights_from_config(a, with_vision=False, int4=int4_load(gpus.lookup("h100")))
+    marlin = weights_from_config(a, with_vision=False, int4=int4_load(gpus.lookup("rtx3090")))
+    assert round((machete.model + machete.mtp - marlin.model - marlin.mtp) / 2**30, 2) == 0.10

@@ -18,7 +18,7 @@ from .arch import FULL, ModelArch
 from .checkpoint import weights_from_tensors
 from .coefficients import Coefficients
 from .deployment import Deployment, kv_backend_class
-from .gpufacts import Backend, Fact, attention_backend, backend_named, cuda_context, zero_point_bytes
+from .gpufacts import Backend, Fact, attention_backend, backend_named, cuda_context, int4_load
 from .units import dtype_bytes
 from .weights import WeightBytes, weights_from_config
 
@@ -93,14 +93,14 @@ def context_for(d: Deployment, c: Coefficients) -> Fact:
 def weight_bytes(d: Deployment) -> WeightBytes:
     """Exact from safetensors headers where the model has them, else computed from the config."""
     a = d.model.arch
-    zp = zero_point_bytes(d.gpu)
+    int4 = int4_load(d.gpu, d.rules.int4_group_load_extra_bytes, d.int4_kernel)
     if d.model.tensors:
-        w = weights_from_tensors(d.model.tensors, a, tp=d.tp, zero_point_bytes=zp)
+        w = weights_from_tensors(d.model.tensors, a, tp=d.tp, int4=int4)
         if not w.mtp and a.mtp_layers:  # checkpoint without an MTP head: size it from the config
-            mtp = weights_from_config(a, with_vision=False, tp=d.tp, zero_point_bytes=zp).mtp
+            mtp = weights_from_config(a, with_vision=False, tp=d.tp, int4=int4).mtp
             w = WeightBytes(w.model, mtp, w.vision, w.source)
         return w if d.with_vision else WeightBytes(w.model, w.mtp, 0, w.source)
-    return weights_from_config(a, with_vision=d.with_vision, tp=d.tp, zero_point_bytes=zp)
+    return weights_from_config(a, with_vision=d.with_vision, tp=d.tp, int4=int4)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from .arch import ModelArch, arch_from_config
 from .errors import UserError
 from .profiles import bundled_dir, read_json
 from .units import dtype_bytes
-from .weights import WeightBytes, buffer_tensors
+from .weights import Int4Load, WeightBytes, buffer_tensors, scheme_from_config
 
 DEFAULT_MODEL = "qwen3.5-9b-awq"
 _ST_DTYPE = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "F8_E4M3": 1, "F8_E5M2": 1, "I64": 8, "I32": 4,
@@ -138,19 +138,29 @@ def _part(name: str) -> str:
 
 
 def weights_from_tensors(tensors: Iterable[TensorInfo], arch: ModelArch, *, tp: int = 1,
-                         zero_point_bytes: int = 0) -> WeightBytes:
+                         int4: Int4Load = Int4Load()) -> WeightBytes:
     """Exact bytes vLLM holds for the checkpoint's tensors: float tensors load in the model's
-    dtype (an fp32 norm becomes bf16), packed/int/fp8 tensors keep their stored size."""
+    dtype (an fp32 norm becomes bf16), packed/int/fp8 tensors keep their stored size; a 4-bit
+    checkpoint's zero points, g_idx and scales as the GPU's kernel loads them (`int4`)."""
     db = dtype_bytes(arch.dtype)
+    scheme = scheme_from_config(arch.quantization)
+    grouped_int4 = scheme.method in ("awq", "gptq")
     total = {"model": 0, "mtp": 0, "vision": 0}
     for t in tensors:
         keeps_dtype = t.dtype not in _FLOAT or "scale" in t.name.rsplit(".", 1)[-1]  # quant scales stay as stored
         size = t.numel * (_ST_DTYPE.get(t.dtype, 1) if keeps_dtype else db)
         if t.dtype == "F4":
             size = t.numel // 2
-        if zero_point_bytes and t.name.endswith("qzeros") and t.dtype == "I32":  # 8 packed 4-bit zeros per int32
-            size = t.numel * 8 * zero_point_bytes
-        # tensor parallelism shards the large matrices; norms, biases and scales of small size are replicated
+        if grouped_int4 and t.name.endswith("qzeros") and t.dtype == "I32":  # 8 packed 4-bit zeros per int32
+            if scheme.symmetric:
+                size = size if int4.unused_zero_points_kept else 0
+            elif int4.used_zero_point_bytes:
+                size = int(t.numel * 8 * int4.used_zero_point_bytes)
+        if grouped_int4 and t.name.endswith("g_idx") and not (scheme.act_order or int4.g_idx_kept):
+            size = 0
+        if grouped_int4 and t.name.endswith(".scales"):  # one per (group, output)
+            size += int(t.numel * int4.extra_bytes_per_group)
+    # tensor parallelism shards the large matrices; norms, biases and scales of small size are replicated
         total[_part(t.name)] += size // tp if t.numel > 1_000_000 else size
     if not total["model"]:
         raise UserError("the safetensors headers list no language-model tensors")

@@ -677,6 +677,12 @@ def gpus(json_out: JsonOpt = False) -> None:
     run_safely(go)
 
 
+def _checked_mark(checked: str) -> str:
+    if "config equal" in checked:
+        return "yes"
+    return "bytes" if "checkpoint bytes match" in checked else "NO"
+
+
 @app.command()
 def models(json_out: JsonOpt = False) -> None:
     """List the bundled model profiles with their key figures."""
@@ -702,15 +708,16 @@ def models(json_out: JsonOpt = False) -> None:
             rows.append([name, f"{parameter_count(a) / 1e9:.2f}B", f"{w.model / 2**30:.2f}",
                          f"{w.mtp / 2**30:.2f}" if a.mtp_layers else "-", layers, f"{a.max_position_embeddings:,}",
                          m["hf_id"] or "(layout of community AWQ)",
-                         "yes" if "config equal" in m.get("checked", "") else "NO"])
+                         _checked_mark(m.get("checked", ""))])
         if json_out:
             emit_json(out)
         else:
             typer.echo(tabulate(rows, headers=["--model", "params", "weights GiB", "MTP GiB", "layers", "max len",
                                                "Hugging Face", "config checked"], tablefmt="simple",
                                       disable_numparse=True))
-            typer.echo("config checked: field by field against the official config.json (`models --json`: "
-                       "'checked' says against what, and what is not verified)")
+            typer.echo("config checked: yes = field by field against the official config.json; bytes = a quantized "
+                       "layout whose bytes equal the checkpoint's (`models --json`: 'checked' says against what, and "
+                       "what is not verified)")
             from .arch import SLIDING
             from .drafter import bundled_drafters, load_drafter
             from .profiles import read_json

@@ -99,6 +99,7 @@ class Deployment:
     speculative_method: str = "mtp"
     defaults: tuple[str, ...] = ()  # inputs the user did not choose: vLLM's defaults, said as such
     attention_backend: str | None = None  # forced with --attention-backend
+    int4_kernel: str | None = None  # the 4-bit kernel ("Machete" / "Marlin") where a log names it; None: vLLM's pick
     vllm: Any = None  # vllm_rules.VersionChoice: the version asked for, how it was chosen, what is unknown
     drafter: Any = None  # drafter.Drafter: an external (DFlash) drafter's shape, with speculative method dflash
 

@@ -68,7 +68,8 @@ def deployment_from_log(facts: LogFacts, model: str | None = None, gpu: GPU | No
     if cache:
         flags = replace(flags, compile_cache=cache)
     src = resolve_model(model_ref_from_log(facts, model))
-    return resolve(src, gpu_from_log(facts, gpu), rules_for(facts.vllm_version), flags)
+    d = resolve(src, gpu_from_log(facts, gpu), rules_for(facts.vllm_version), flags)
+    return replace(d, int4_kernel=facts.int4_kernel) if facts.int4_kernel else d
 
 
 @dataclass

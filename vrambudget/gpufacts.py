@@ -10,6 +10,7 @@ from typing import Any
 
 from .gpus import GPU
 from .profiles import bundled_dir, read_json
+from .weights import Int4Load
 
 
 @dataclass(frozen=True)
@@ -98,11 +99,13 @@ def gdn_prefill_path(gpu: GPU) -> str:
     return "FlashInfer GDN (Hopper)" if gpu.architecture == "hopper" else "Triton/FLA"
 
 
-def zero_point_bytes(gpu: GPU) -> int:
-    """Bytes per (group, output) that a 4-bit checkpoint's zero points take once loaded on this GPU (0: as packed
-    in the checkpoint), as the kernel vLLM runs there decides (gpu_facts.json mixed_precision_kernels)."""
+def int4_load(gpu: GPU, extra_bytes_per_group: float = 0.0, kernel: str | None = None) -> Int4Load:
+    """What the 4-bit kernel vLLM runs on this GPU (or `kernel`, where a log names it) keeps of a checkpoint's
+    zero points and g_idx at load (gpu_facts.json mixed_precision_kernels); `extra_bytes_per_group` is the vLLM
+    version's (vllm_rules)."""
     for r in _facts()["mixed_precision_kernels"]["rules"]:
-        if gpu.architecture in r["architectures"]:
-            return int(r["zero_point_bytes"])
-    return 0
+        if r["kernel"] == kernel if kernel else gpu.architecture in r["architectures"]:
+            return Int4Load(float(r["zero_point_bytes"]) or None, bool(r["unused_zero_points_kept"]),
+                            bool(r["g_idx_kept"]), extra_bytes_per_group)
+    return Int4Load(extra_bytes_per_group=extra_bytes_per_group)
 

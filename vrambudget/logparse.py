@@ -44,6 +44,7 @@ PATTERNS: dict[str, re.Pattern[str]] = {
                             r"\(([0-9.]+) GiB\)"),
     "free_short": re.compile(r"Free memory on device \(([0-9.]+)/([0-9.]+) GiB\) on startup is less than desired"),
     "compile_key": re.compile(r"torch_compile_cache/([0-9a-f]+)/"),
+    "int4_kernel": re.compile(r"Using (Machete|Marlin)LinearKernel for \w*(?:AWQ|GPTQ)\w*Method"),
     "lab_max_len": re.compile(r"^LAB max_model_len (-?\d+)"),
     "desired": re.compile(r"Free memory on device \(([0-9.]+)/([0-9.]+) GiB\) on startup\. Desired GPU memory "
                           r"utilization is \(([0-9.]+), ([0-9.]+) GiB\)"),
@@ -96,6 +97,7 @@ class LogFacts:
     compile: str | None = None  # "cold" (compiled now), "warm" (loaded from cache), None (eager)
     profiling_seconds: float | None = None  # 'Memory profiling takes N seconds' (JIT compiles land here)
     compile_key: str | None = None  # torch.compile cache directory hash (what decides cold vs warm)
+    int4_kernel: str | None = None  # the kernel running 4-bit AWQ / GPTQ layers: "Machete" or "Marlin"
     estimated_max_model_len: int | None = None
     needed_kv_gib: float | None = None
     gpu_blocks: int | None = None  # V0 engine: '# GPU blocks: N' (blocks of 16 tokens)
@@ -211,6 +213,8 @@ def parse_log(text: str) -> LogFacts:
                 f.estimated_max_model_len = int(g[1])
             elif key == "compile_key" and f.compile_key is None:
                 f.compile_key = g[0]
+            elif key == "int4_kernel" and f.int4_kernel is None:
+                f.int4_kernel = g[0]
             elif key == "lab_max_len" and int(g[0]) > 0:
                 f.max_model_len = int(g[0])
         if "Compiling a graph for" in line and f.compile is None:

@@ -51,6 +51,12 @@ class VllmRules:
     # Whether a DFlash drafter's sliding_attention layers are built as sliding-window layers (0.26 source:
     # qwen3_dflash.py _resolve_layer_attention); 0.20 builds every drafter layer as full attention (public logs).
     drafter_sliding_layers: bool = False
+    # Bytes per (group, output) that a 4-bit group-quantized Linear (AWQ, GPTQ / AutoRound) holds once loaded beyond
+    # its checkpoint tensors and what the kernel keeps of them (gpu_facts.json mixed_precision_kernels). Measured, cause
+    # not traced in the source: 0.26.0 on the H100 loads 1.5 more (Qwen3.5-9B AWQ via Machete +0.05 GiB,
+    # Qwen3.6-27B AutoRound via Machete and via Marlin +0.27 GiB each: lab-vllm-0.26.0-h100/awq-e-fp8-mtp2-pc,
+    # quant/q36ar*, within the logs' 0.01 GiB); 0.20.2 loads the same AWQ layout at its computed size (p5, p6).
+    int4_group_load_extra_bytes: float = 0.0
 
 
 _R020 = VllmRules(
@@ -79,7 +85,7 @@ RULES: dict[str, VllmRules] = {
     # the KV plan of every 0.26.0 log follows 0.20's rules; what differs is CHANGES[("0.20", "0.26")]
     "0.26": replace(_R020, version="0.26", description="vLLM 0.26.x (verified on 0.26.0 H100 and 2x H200 logs)",
                     default_gmu=0.92, sliding_in_flight_batches=2, model_notes=(("gemma4", GEMMA4_TF_NOTE),),
-                    drafter_sliding_layers=True,
+                    drafter_sliding_layers=True, int4_group_load_extra_bytes=1.5,
                     measured="vLLM 0.26.0 startups on H100 and 2x H200 (tests/fixtures/lab-vllm-0.26.0-*)"),
     "0.33": VllmRules(
         version="0.33", description="vLLM 0.33.x, the current release (from its source; not yet "
@@ -87,7 +93,7 @@ RULES: dict[str, VllmRules] = {
         default_gmu=0.92, hybrid_block_multiple=16, align_block_multiple_hopper=64,
         mamba_mode_default="align", align_hopper_extra_blocks=1, reserved_null_blocks=1,
         kv_tokens_formula="concurrency", cudagraph_estimate_in_budget=True, sliding_in_flight_batches=2,
-        drafter_sliding_layers=True,
+        drafter_sliding_layers=True, int4_group_load_extra_bytes=1.5,  # 0.26.0's measurement, carried
     ),
 }
 NEWEST = "0.33"
@@ -138,7 +144,8 @@ CHANGES: dict[tuple[str, str], tuple[str, ...]] = {
     ("0.19", "0.20"): ("'GPU KV cache size' logged as concurrency x max_model_len", "CUDA graph memory in the budget"),
     ("0.20", "0.26"): ("default GMU 0.90 -> 0.92",
                        "activation peak: the forward pass's and the sampler's peaks no longer add (measured)",
-                       "sliding-window layers keep 2 batches in flight beside the window (async scheduling)"),
+                       "sliding-window layers keep 2 batches in flight beside the window (async scheduling)",
+                       "4-bit AWQ / GPTQ layers load 1.5 bytes per group and output more (measured)"),
     ("0.26", "0.33"): ("mamba cache mode 'align' by default", "a reserved null block",
                        "align-mode block multiple 64 on Hopper"),
 }

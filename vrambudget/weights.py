@@ -4,7 +4,9 @@ safetensors headers (see `checkpoint.py`).
 Each tensor the model loads is listed with its shape and whether it is a quantizable Linear;
 a `QuantScheme` turns a Linear's (in, out) into bytes the way its checkpoint format stores it.
 Modules that stay unquantized whatever the config says: embeddings, norms, the GDN conv and gates
-(in_proj_b/a, A_log, dt_bias), MoE routers, and everything named in the ignore list.
+(in_proj_b/a, A_log, dt_bias), MoE routers, the vision tower, and everything named in the ignore list.
+The MTP drafter's layers follow the config like the model's (vLLM builds them with the target's
+quant_config: Qwen/Qwen3.6-27B-FP8 stores them in fp8, the Lorbus AutoRound export in int4).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ VOCAB_PADDING = 64  # vLLM pads vocab-parallel embeddings to a multiple of 64 ro
 
 # Names that no weight-only quantizer in common use converts (vLLM keeps them in model dtype).
 ALWAYS_UNQUANTIZED = ("embed_tokens", "lm_head", "conv1d", "in_proj_b", "in_proj_a", "mlp.gate.",
-                      "shared_expert_gate", "visual.", "mtp.")
+                      "shared_expert_gate", "visual.")
 
 
 @dataclass(frozen=True)
@@ -42,18 +44,33 @@ class Tensor:
 
 
 @dataclass(frozen=True)
+class Int4Load:
+    """What a GPU's 4-bit kernel and the vLLM version do at load to what sits beside the packed weights.
+    used_zero_point_bytes: bytes per (group, output) of zero points the kernel uses (None: as packed);
+    unused_zero_points_kept / g_idx_kept: a symmetric GPTQ checkpoint's qzeros and its g_idx (no act order) stay
+    allocated; extra_bytes_per_group: what the version loads beyond that (vllm_rules)."""
+
+    used_zero_point_bytes: float | None = None
+    unused_zero_points_kept: bool = True
+    g_idx_kept: bool = True
+    extra_bytes_per_group: float = 0.0
+
+
+@dataclass(frozen=True)
 class QuantScheme:
     """How a quantized Linear is stored. method: none|fp8|awq|gptq|int-pack|nvfp4."""
 
     method: str = "none"
     bits: int = 16
     group_size: int = -1  # -1: one group per output channel (whole input row)
-    zero_point: bool = False
+    zero_point: bool = False  # the checkpoint stores zero points (AWQ, GPTQ)
+    symmetric: bool = False  # GPTQ sym: its stored zero points are not used by the kernel
     act_order: bool = False
     fp8_block: tuple[int, int] | None = None
     ignore: tuple[str, ...] = ()
+    only: tuple[str, ...] = ()  # AutoRound's block_name_to_quantize: name prefixes; empty = every Linear
     quantize_lm_head: bool = False
-    loaded_zero_point_bytes: int = 0  # zero points widened at load (Machete on Hopper: 2); 0 = as packed
+    load: Int4Load = Int4Load()
 
     def quantizes(self, t: Tensor) -> bool:
         if self.method == "none" or not t.linear:
@@ -61,6 +78,8 @@ class QuantScheme:
         if t.name.startswith("lm_head") and self.quantize_lm_head:
             return True
         if any(k in t.name for k in ALWAYS_UNQUANTIZED):
+            return False
+        if self.only and not any(t.name.startswith(block) for block in self.only):
             return False
         for pat in self.ignore:
             if pat.startswith("re:"):
@@ -85,9 +104,15 @@ class QuantScheme:
         if self.method in ("awq", "gptq", "int-pack"):
             packed = n * self.bits // 8
             scales = groups * out_f * 2
-            zeros = (groups * out_f * (self.loaded_zero_point_bytes or self.bits / 8)) if self.zero_point else 0
-            g_idx = in_f * 4 if self.act_order else 0
-            return int(packed + scales + zeros + g_idx)
+            if not self.zero_point or (self.symmetric and not self.load.unused_zero_points_kept):
+                zeros = 0.0
+            elif self.symmetric:
+                zeros = groups * out_f * self.bits / 8
+            else:
+                zeros = groups * out_f * (self.load.used_zero_point_bytes or self.bits / 8)
+            stores_g_idx = self.act_order or self.method == "gptq"
+            g_idx = in_f * 4 if stores_g_idx and (self.act_order or self.load.g_idx_kept) else 0
+            return int(packed + scales + zeros + g_idx + groups * out_f * self.load.extra_bytes_per_group)
         raise UserError(f"quantization method {self.method!r} is not modelled")
 
 
@@ -102,23 +127,40 @@ def scheme_from_config(q: dict[str, Any] | None) -> QuantScheme:
         return QuantScheme("awq", int(q.get("bits", q.get("w_bit", 4))), int(q.get("group_size", q.get("q_group_size", 128))),
                            zero_point=bool(q.get("zero_point", True)), ignore=ignore)
     if method in ("gptq", "gptq_marlin", "auto-round", "auto_round", "autoround"):
-        # AutoRound (GPTQ packing) names the layers it left in 16 bits in extra_config
-        kept = tuple(k for k, v in (q.get("extra_config") or {}).items()
-                     if isinstance(v, dict) and int(v.get("bits", 4)) >= 16)
-        return QuantScheme("gptq", int(q.get("bits", 4)), int(q.get("group_size", 128)),
-                           zero_point=True, act_order=bool(q.get("desc_act", False)), ignore=ignore + kept)
+        return _gptq_packed(q, ignore)
     if method == "fp8":
         block = q.get("weight_block_size")
         return QuantScheme("fp8", 8, fp8_block=tuple(block) if block else None, ignore=ignore)
     if method in ("modelopt", "modelopt_fp4"):
         algo = str(q.get("quant_algo") or q.get("quantization", {}).get("quant_algo", "")).upper()
-        if "FP4" in algo:
-            return QuantScheme("nvfp4", 4, 16, ignore=ignore)
+        if "FP4" in algo:  # vLLM keeps the MTP fc unquantized for NVFP4 (qwen3_5_mtp.py, 0.26)
+            return QuantScheme("nvfp4", 4, 16, ignore=ignore + ("mtp.fc",))
         return QuantScheme("fp8", 8, ignore=ignore)
     if method == "compressed-tensors":
         return _compressed_tensors(q, ignore)
     raise UserError(f"quantization {method!r} is not modelled; supported: awq, gptq, fp8, "
                     "compressed-tensors (W4A16, W8A8-FP8, NVFP4), modelopt")
+
+
+def _gptq_packed(q: dict[str, Any], ignore: tuple[str, ...]) -> QuantScheme:
+    """GPTQ and AutoRound (GPTQ packing). AutoRound quantizes only the blocks named in
+    block_name_to_quantize (every Linear but lm_head when absent) and keeps the extra_config layers
+    whose bits are >= 16; an extra_config key with regex characters is a pattern searched in the
+    layer's name (vLLM 0.26 inc/config_parser.py)."""
+    kept = []
+    for key, v in (q.get("extra_config") or {}).items():
+        if isinstance(v, dict) and int(v.get("bits", 4)) >= 16:
+            kept.append(f"re:.*{key}" if any(c in _REGEX_CHARS for c in key) else key)
+    blocks = q.get("block_name_to_quantize") or q.get("to_quant_block_names") or ()
+    if isinstance(blocks, str):
+        blocks = blocks.split(",")
+    return QuantScheme("gptq", int(q.get("bits", 4)), int(q.get("group_size", 128)),
+                       zero_point=True, symmetric=bool(q.get("sym", True)),
+                       act_order=bool(q.get("desc_act", False)), ignore=ignore + tuple(kept),
+                       only=tuple(b.strip() for b in blocks if b.strip()))
+
+
+_REGEX_CHARS = set(r"*+?^$()[]{}|\\")
 
 
 def _compressed_tensors(q: dict[str, Any], ignore: tuple[str, ...]) -> QuantScheme:
@@ -263,10 +305,10 @@ def tensor_bytes(t: Tensor, scheme: QuantScheme, model_dtype_bytes: int) -> int:
     return t.numel * model_dtype_bytes
 
 
-def weights_from_config(a: ModelArch, *, with_vision: bool, tp: int = 1, zero_point_bytes: int = 0) -> WeightBytes:
-    """Weight bytes per rank computed from shapes and the quantization config; `zero_point_bytes`: what the
-    GPU's 4-bit kernel widens zero points to at load (gpufacts.zero_point_bytes)."""
-    scheme = replace(scheme_from_config(a.quantization), loaded_zero_point_bytes=zero_point_bytes)
+def weights_from_config(a: ModelArch, *, with_vision: bool, tp: int = 1, int4: Int4Load = Int4Load()) -> WeightBytes:
+    """Weight bytes per rank computed from shapes and the quantization config; `int4`: what the GPU's 4-bit
+    kernel and the vLLM version do at load (gpufacts.int4_load)."""
+    scheme = replace(scheme_from_config(a.quantization), load=int4)
     db = dtype_bytes(a.dtype)
     total = {"model": 0, "mtp": 0, "vision": 0, "buffers": 0}
     tensors = list(model_tensors(a)) + list(buffer_tensors(a)) + list(mtp_tensors(a) if a.mtp_layers else []) + \
