@@ -99,8 +99,9 @@ def check_public(path: Path, src: dict) -> dict:
     if src.get("model") and (needs_plan or src.get("weights_checked") or src.get("predict")):
         f.vllm_version = src.get("plan_rules") or f.vllm_version
         d = deployment_from_log(f, src["model"], gpu, drafter=src.get("drafter"))
-    if d is not None and src.get("weights_checked") and f.weights_gib is not None:
-        b = predict(d, coeffs.load(d.rules.version, gpu.key, d.model.ref)).budget
+    needs_budget = d is not None and (src.get("weights_checked") or src.get("predict"))
+    b = predict(d, coeffs.load(d.rules.version, gpu.key, d.model.ref)).budget if needs_budget else None
+    if b is not None and src.get("weights_checked") and f.weights_gib is not None:
         pred = (b.weights_bytes + b.mtp_weights_bytes) / GiB
         errors.append(abs(pred - f.weights_gib))
         rows.append(["weights", f"{f.weights_gib:.2f}", f"{pred:.2f}", f"{pred - f.weights_gib:+.2f}"])
@@ -120,9 +121,9 @@ def check_public(path: Path, src: dict) -> dict:
     elif src.get("plan_unknown"):
         rows.append(["KV plan", "", "not checked", src["plan_unknown"]])
     logged = "" if f.available_kv_gib is None else f"{f.available_kv_gib:.2f}"
-    if d is not None and src.get("predict") and f.available_kv_gib is not None:
+    if b is not None and src.get("predict") and f.available_kv_gib is not None:
         # every flag and the checkpoint known: predicted, with the terms not measured there estimated (named)
-        pred = predict(d, coeffs.load(d.rules.version, gpu.key, d.model.ref)).budget.available_kv_bytes / GiB
+        pred = b.available_kv_bytes / GiB
         estimate = pred - f.available_kv_gib
         rows.append(["available KV cache (estimate)", logged, f"{pred:.2f}",
                      f"{estimate:+.2f}; estimated: " + "; ".join(src["unknown_terms"])])

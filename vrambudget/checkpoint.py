@@ -151,16 +151,13 @@ def weights_from_tensors(tensors: Iterable[TensorInfo], arch: ModelArch, *, tp: 
         size = t.numel * (_ST_DTYPE.get(t.dtype, 1) if keeps_dtype else db)
         if t.dtype == "F4":
             size = t.numel // 2
-        if grouped_int4 and t.name.endswith("qzeros") and t.dtype == "I32":  # 8 packed 4-bit zeros per int32
-            if scheme.symmetric:
-                size = size if int4.unused_zero_points_kept else 0
-            elif int4.used_zero_point_bytes:
-                size = int(t.numel * 8 * int4.used_zero_point_bytes)
-        if grouped_int4 and t.name.endswith("g_idx") and not (scheme.act_order or int4.g_idx_kept):
+        if grouped_int4 and t.name.endswith("qzeros") and t.dtype == "I32":  # 32 // bits zeros per int32
+            size = int(t.numel * 32 // scheme.bits * int4.zero_point_bytes(scheme.symmetric, scheme.bits))
+        if grouped_int4 and t.name.endswith("g_idx") and not int4.keeps_g_idx(scheme.act_order):
             size = 0
         if grouped_int4 and t.name.endswith(".scales"):  # one per (group, output)
             size += int(t.numel * int4.extra_bytes_per_group)
-    # tensor parallelism shards the large matrices; norms, biases and scales of small size are replicated
+        # tensor parallelism shards the large matrices; norms, biases and scales of small size are replicated
         total[_part(t.name)] += size // tp if t.numel > 1_000_000 else size
     if not total["model"]:
         raise UserError("the safetensors headers list no language-model tensors")

@@ -55,6 +55,16 @@ class Int4Load:
     g_idx_kept: bool = True
     extra_bytes_per_group: float = 0.0
 
+    def zero_point_bytes(self, symmetric: bool, bits: int) -> float:
+        """Bytes per (group, output) a checkpoint's stored zero points hold once loaded."""
+        if symmetric:
+            return bits / 8 if self.unused_zero_points_kept else 0.0
+        return self.used_zero_point_bytes or bits / 8
+
+    def keeps_g_idx(self, act_order: bool) -> bool:
+        """Whether a GPTQ layer's g_idx (4 bytes per input) stays allocated."""
+        return act_order or self.g_idx_kept
+
 
 @dataclass(frozen=True)
 class QuantScheme:
@@ -104,14 +114,9 @@ class QuantScheme:
         if self.method in ("awq", "gptq", "int-pack"):
             packed = n * self.bits // 8
             scales = groups * out_f * 2
-            if not self.zero_point or (self.symmetric and not self.load.unused_zero_points_kept):
-                zeros = 0.0
-            elif self.symmetric:
-                zeros = groups * out_f * self.bits / 8
-            else:
-                zeros = groups * out_f * (self.load.used_zero_point_bytes or self.bits / 8)
+            zeros = groups * out_f * self.load.zero_point_bytes(self.symmetric, self.bits) if self.zero_point else 0.0
             stores_g_idx = self.act_order or self.method == "gptq"
-            g_idx = in_f * 4 if stores_g_idx and (self.act_order or self.load.g_idx_kept) else 0
+            g_idx = in_f * 4 if stores_g_idx and self.load.keeps_g_idx(self.act_order) else 0
             return int(packed + scales + zeros + g_idx + groups * out_f * self.load.extra_bytes_per_group)
         raise UserError(f"quantization method {self.method!r} is not modelled")
 
@@ -142,6 +147,9 @@ def scheme_from_config(q: dict[str, Any] | None) -> QuantScheme:
                     "compressed-tensors (W4A16, W8A8-FP8, NVFP4), modelopt")
 
 
+_REGEX_CHARS = set(r"*+?^$()[]{}|\\")  # an AutoRound extra_config key with one of these is a pattern
+
+
 def _gptq_packed(q: dict[str, Any], ignore: tuple[str, ...]) -> QuantScheme:
     """GPTQ and AutoRound (GPTQ packing). AutoRound quantizes only the blocks named in
     block_name_to_quantize (every Linear but lm_head when absent) and keeps the extra_config layers
@@ -158,9 +166,6 @@ def _gptq_packed(q: dict[str, Any], ignore: tuple[str, ...]) -> QuantScheme:
                        zero_point=True, symmetric=bool(q.get("sym", True)),
                        act_order=bool(q.get("desc_act", False)), ignore=ignore + tuple(kept),
                        only=tuple(b.strip() for b in blocks if b.strip()))
-
-
-_REGEX_CHARS = set(r"*+?^$()[]{}|\\")
 
 
 def _compressed_tensors(q: dict[str, Any], ignore: tuple[str, ...]) -> QuantScheme:
