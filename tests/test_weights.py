@@ -207,3 +207,18 @@ def test_marlin_frees_a_symmetric_checkpoints_zero_points():
     machete = weights_from_config(a, with_vision=False, int4=int4_load(gpus.lookup("h100")))
     marlin = weights_from_config(a, with_vision=False, int4=int4_load(gpus.lookup("rtx3090")))
     assert round((machete.model + machete.mtp - marlin.model - marlin.mtp) / 2**30, 2) == 0.10
+
+
+def test_version_load_extra_only_where_measured():
+    """vLLM 0.26's 1.5 B per group was measured on AWQ and AutoRound (GPTQ) layers: a compressed-tensors W4A16
+    layer, never measured, is sized as stored."""
+    from dataclasses import replace
+
+    from vrambudget.weights import Int4Load
+
+    extra = Int4Load(extra_bytes_per_group=1.5)
+    ct = scheme_from_config({"quant_method": "compressed-tensors", "format": "pack-quantized", "config_groups": {
+        "g": {"targets": ["Linear"], "weights": {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 128}}}})
+    assert replace(ct, load=extra).linear_bytes(4096, 4096) == ct.linear_bytes(4096, 4096)
+    awq = QuantScheme("awq", 4, 128, zero_point=True)
+    assert replace(awq, load=extra).linear_bytes(4096, 4096) - awq.linear_bytes(4096, 4096) == 32 * 4096 * 3 // 2

@@ -15,7 +15,7 @@ from .arch import ModelArch, arch_from_config
 from .errors import UserError
 from .profiles import bundled_dir, read_json
 from .units import dtype_bytes
-from .weights import Int4Load, WeightBytes, buffer_tensors, scheme_from_config
+from .weights import INT4_LOAD_METHODS, Int4Load, WeightBytes, buffer_tensors, scheme_from_config
 
 DEFAULT_MODEL = "qwen3.5-9b-awq"
 _ST_DTYPE = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "F8_E4M3": 1, "F8_E5M2": 1, "I64": 8, "I32": 4,
@@ -144,7 +144,7 @@ def weights_from_tensors(tensors: Iterable[TensorInfo], arch: ModelArch, *, tp: 
     checkpoint's zero points, g_idx and scales as the GPU's kernel loads them (`int4`)."""
     db = dtype_bytes(arch.dtype)
     scheme = scheme_from_config(arch.quantization)
-    grouped_int4 = scheme.method in ("awq", "gptq")
+    grouped_int4 = scheme.method in INT4_LOAD_METHODS
     total = {"model": 0, "mtp": 0, "vision": 0}
     for t in tensors:
         keeps_dtype = t.dtype not in _FLOAT or "scale" in t.name.rsplit(".", 1)[-1]  # quant scales stay as stored

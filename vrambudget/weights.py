@@ -43,6 +43,10 @@ class Tensor:
         return self.count * (self.in_f * self.out_f + (self.out_f if self.bias else 0))
 
 
+# The 4-bit formats vLLM loads through its AutoAWQ / AutoGPTQ methods (Machete or Marlin): what `Int4Load` measured
+INT4_LOAD_METHODS = ("awq", "gptq")
+
+
 @dataclass(frozen=True)
 class Int4Load:
     """What a GPU's 4-bit kernel and the vLLM version do at load to what sits beside the packed weights.
@@ -117,7 +121,8 @@ class QuantScheme:
             zeros = groups * out_f * self.load.zero_point_bytes(self.symmetric, self.bits) if self.zero_point else 0.0
             stores_g_idx = self.act_order or self.method == "gptq"
             g_idx = in_f * 4 if stores_g_idx and self.load.keeps_g_idx(self.act_order) else 0
-            return int(packed + scales + zeros + g_idx + groups * out_f * self.load.extra_bytes_per_group)
+            extra = groups * out_f * self.load.extra_bytes_per_group if self.method in INT4_LOAD_METHODS else 0.0
+            return int(packed + scales + zeros + g_idx + extra)
         raise UserError(f"quantization method {self.method!r} is not modelled")
 
 
