@@ -20,7 +20,7 @@ from .coefficients import Coefficients
 from .deployment import Deployment, kv_backend_class
 from .gpufacts import Backend, Fact, attention_backend, backend_named, cuda_context, int4_load
 from .units import dtype_bytes
-from .weights import WeightBytes, weights_from_config
+from .weights import WeightBytes, replicated_on_ranks, weights_from_config
 
 
 @dataclass(frozen=True)
@@ -100,7 +100,8 @@ def weight_bytes(d: Deployment) -> WeightBytes:
             mtp = weights_from_config(a, with_vision=False, tp=d.tp, int4=int4).mtp
             w = WeightBytes(w.model, mtp, w.vision, w.source)
         return w if d.with_vision else WeightBytes(w.model, w.mtp, 0, w.source)
-    return weights_from_config(a, with_vision=d.with_vision, tp=d.tp, int4=int4)
+    replicated = replicated_on_ranks(a, d.rules.gdn_ba_replicated_int4) if d.tp > 1 else ()
+    return weights_from_config(a, with_vision=d.with_vision, tp=d.tp, int4=int4, replicated=replicated)
 
 
 @dataclass(frozen=True)
@@ -125,8 +126,10 @@ class Features:
     cudagraph_in_budget: bool
     backend_bytes: int = 0  # the attention backend's workspace inside the profiled peak (gpu_facts.json)
     moe: bool = False  # a mixture-of-experts MLP (its fused-expert forward peaks above the dense term)
-    # with the tower: image patches of vLLM's encoder profiling x the tower's hidden width (0: not known)
+    # with the tower: image patches of vLLM's encoder profiling x the tower's hidden width (0: not known), and x its
+    # MLP width per rank (the tower's MLP is tensor-parallel: its intermediate activations split over the ranks)
     encoder_patch_width: int = 0
+    encoder_patch_mlp: int = 0
     # with the tower: the profiling images' pixels and the encoder's outputs, held through the language model's run
     encoder_held_bytes: int = 0
     speculative: bool = False  # a drafter (MTP, DFlash): the rejection sampler's dummy run follows the sampler's
@@ -166,6 +169,7 @@ def features(d: Deployment, w: WeightBytes | None = None) -> Features:
         eager=d.enforce_eager, compile_cache=d.compile_cache, num_cudagraphs=graphs,
         with_encoder=d.with_vision,
         encoder_patch_width=patches * a.vision.hidden if patches else 0,
+        encoder_patch_mlp=patches * a.vision.intermediate // d.tp if patches else 0,
         encoder_held_bytes=encoder_held_bytes(a, patches) if patches else 0,
         speculative=d.spec_tokens > 0,
         cudagraph_in_budget=d.rules.cudagraph_estimate_in_budget,
@@ -258,9 +262,16 @@ def activation(f: Features, c: Coefficients) -> float:
     still held: the larger of the two peaks counts. The attention backend's profiled workspace adds."""
     act = language_model_peak(f, c)
     if f.with_encoder:
-        encoder = c["encoder_peak_per_patch_width_bytes"] * f.encoder_patch_width
-        act = max(encoder, act + f.encoder_held_bytes)
+        act = max(encoder_peak(f, c), act + f.encoder_held_bytes)
     return act + f.backend_bytes
+
+
+def encoder_peak(f: Features, c: Coefficients) -> float:
+    """The vision encoder's profiling peak (bytes per rank): a part that scales with the patches x the tower's
+    width, whole on every rank, and one with the patches x its MLP width per rank (profiles without the second
+    coefficient: the first alone, fitted when it stood for both)."""
+    return (c["encoder_peak_per_patch_width_bytes"] * f.encoder_patch_width
+            + c.get("encoder_peak_per_patch_mlp_bytes", 0.0) * f.encoder_patch_mlp)
 
 
 def terms(f: Features, c: Coefficients) -> dict[str, int]:

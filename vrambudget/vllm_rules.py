@@ -57,6 +57,10 @@ class VllmRules:
     # Qwen3.6-27B AutoRound via Machete and via Marlin +0.27 GiB each: lab-vllm-0.26.0-h100/awq-e-fp8-mtp2-pc,
     # quant/q36ar*, within the logs' 0.01 GiB); 0.20.2 loads the same AWQ layout at its computed size (p5, p6).
     int4_group_load_extra_bytes: float = 0.0
+    # Whether a Qwen3.5-layout GDN layer's b/a projection (in_proj_b, in_proj_a) stays whole on every tensor-parallel
+    # rank under an AWQ, GPTQ or AutoRound (INC) checkpoint: Marlin needs >= 64 outputs per rank, so 0.26 replicates
+    # it and slices b/a in forward (qwen_gdn_linear_attn.py maybe_disable_tp; vllm-project/vllm#35924). 0.20.2 shards it.
+    gdn_ba_replicated_int4: bool = False
 
 
 _R020 = VllmRules(
@@ -85,7 +89,7 @@ RULES: dict[str, VllmRules] = {
     # the KV plan of every 0.26.0 log follows 0.20's rules; what differs is CHANGES[("0.20", "0.26")]
     "0.26": replace(_R020, version="0.26", description="vLLM 0.26.x (verified on 0.26.0 H100 and 2x H200 logs)",
                     default_gmu=0.92, sliding_in_flight_batches=2, model_notes=(("gemma4", GEMMA4_TF_NOTE),),
-                    drafter_sliding_layers=True, int4_group_load_extra_bytes=1.5,
+                    drafter_sliding_layers=True, int4_group_load_extra_bytes=1.5, gdn_ba_replicated_int4=True,
                     measured="vLLM 0.26.0 startups on H100 and 2x H200 (tests/fixtures/lab-vllm-0.26.0-*)"),
     "0.33": VllmRules(
         version="0.33", description="vLLM 0.33.x, the current release (from its source; not yet "
@@ -94,6 +98,7 @@ RULES: dict[str, VllmRules] = {
         mamba_mode_default="align", align_hopper_extra_blocks=1, reserved_null_blocks=1,
         kv_tokens_formula="concurrency", cudagraph_estimate_in_budget=True, sliding_in_flight_batches=2,
         drafter_sliding_layers=True, int4_group_load_extra_bytes=1.5,  # 0.26.0's measurement, carried
+        gdn_ba_replicated_int4=True,  # 0.26's source, carried
     ),
 }
 NEWEST = "0.33"

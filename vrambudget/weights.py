@@ -315,9 +315,24 @@ def tensor_bytes(t: Tensor, scheme: QuantScheme, model_dtype_bytes: int) -> int:
     return t.numel * model_dtype_bytes
 
 
-def weights_from_config(a: ModelArch, *, with_vision: bool, tp: int = 1, int4: Int4Load = Int4Load()) -> WeightBytes:
+# a Qwen3.5-layout GDN layer's b/a projection (Qwen3-Next merges them interleaved and keeps them sharded)
+GDN_BA_PROJ = (".linear_attn.in_proj_b", ".linear_attn.in_proj_a")
+
+
+def replicated_on_ranks(a: ModelArch, ba_replicated_int4: bool) -> tuple[str, ...]:
+    """Name suffixes of linear tensors vLLM keeps whole on every tensor-parallel rank: the GDN b/a projection of a
+    Qwen3.5-layout model under a 4-bit group-quantized checkpoint, where the vLLM version does so (vllm_rules)."""
+    if ba_replicated_int4 and a.model_type.startswith("qwen3_5") and \
+            scheme_from_config(a.quantization).method in INT4_LOAD_METHODS:
+        return GDN_BA_PROJ
+    return ()
+
+
+def weights_from_config(a: ModelArch, *, with_vision: bool, tp: int = 1, int4: Int4Load = Int4Load(),
+                        replicated: tuple[str, ...] = ()) -> WeightBytes:
     """Weight bytes per rank computed from shapes and the quantization config; `int4`: what the GPU's 4-bit
-    kernel and the vLLM version do at load (gpufacts.int4_load)."""
+    kernel and the vLLM version do at load (gpufacts.int4_load); `replicated`: name suffixes of linear tensors
+    whole on every rank (replicated_on_ranks)."""
     scheme = replace(scheme_from_config(a.quantization), load=int4)
     db = dtype_bytes(a.dtype)
     total = {"model": 0, "mtp": 0, "vision": 0, "buffers": 0}
@@ -325,7 +340,8 @@ def weights_from_config(a: ModelArch, *, with_vision: bool, tp: int = 1, int4: I
         list(vision_tensors(a) if with_vision else [])
     for t in tensors:
         b = tensor_bytes(t, scheme, db)
-        total[t.part] += b // tp if (t.linear or t.name.endswith("embed_tokens")) else b
+        sharded = (t.linear and not t.name.endswith(replicated)) or t.name.endswith("embed_tokens")
+        total[t.part] += b // tp if sharded else b
     return WeightBytes(total["model"] + total["buffers"], total["mtp"], total["vision"], "config")
 
 

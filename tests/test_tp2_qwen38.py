@@ -1,0 +1,71 @@
+"""Qwen3.8-27B at tensor parallel 2, measured: five real vLLM 0.26.0 startups on two H200s with the bundled
+Qwen3.8 profiles' own configs (tests/fixtures/lab-vllm-0.26.0-h200x2/q38*, README there; the flags of
+vllm-project/recipes PR 810's 2x RTX 5090 FP8 row and of club-3090 #104's 2x 3090 AutoRound boot)."""
+
+from pathlib import Path
+
+import pytest
+
+from vrambudget.checkpoint import resolve_model
+from vrambudget.explain import compare_file
+from vrambudget.planner import plan_kv, tokens_within_rounding
+from vrambudget.predict import layout_for
+from vrambudget.units import GiB
+from vrambudget.vllm_rules import RULES
+from vrambudget.weights import GDN_BA_PROJ, replicated_on_ranks, weights_from_config
+
+TP2 = Path(__file__).parent / "fixtures" / "lab-vllm-0.26.0-h200x2"
+LOGS = ["q38bf-tp2-e-fp8-mtp3-lmo.log", "q38ar-tp2-e-fp8-mtp3-lmo.log", "q38ar-tp2-e-fp8-mtp3-vis.log",
+        "q38ar-tp2-g-fp8-mtp3-vis.log", "q38fp8-tp2-e-auto-mtp3-vis.log"]
+
+
+def _rows(name: str) -> dict:
+    return {r[0]: r for r in compare_file(TP2 / name).rows}
+
+
+def test_logs_resolve_to_the_bundled_qwen38_profiles():
+    """The lab wrote each model folder from the profile and named it so: `explain` plans the profile itself."""
+    refs = {n: compare_file(TP2 / n).prediction.deployment.model.ref for n in LOGS}
+    assert refs["q38bf-tp2-e-fp8-mtp3-lmo.log"].endswith("qwen3.8-27b")
+    assert refs["q38fp8-tp2-e-auto-mtp3-vis.log"].endswith("qwen3.8-27b-fp8")
+    assert refs["q38ar-tp2-g-fp8-mtp3-vis.log"].endswith("qwen3.8-27b-int4-autoround")
+
+
+def test_encoder_peak_splits_over_tensor_parallel_ranks():
+    """The same 1152-wide tower peaks at 1.92 GiB on one GPU (the 9B, lab-vllm-0.26.0-h100/vision) and at 1.50 per
+    rank at TP 2: its MLP activations split. Text only, the same startup peaks at 0.98, below the encoder's."""
+    vis, lmo = _rows("q38ar-tp2-e-fp8-mtp3-vis.log"), _rows("q38ar-tp2-e-fp8-mtp3-lmo.log")
+    assert vis["activation peak"][1] == 1.50 and abs(vis["activation peak"][3]) <= 0.02
+    assert lmo["activation peak"][1] == 0.98
+    assert vis["weights (incl. drafter)"][1] - lmo["weights (incl. drafter)"][1] == pytest.approx(0.44)
+
+
+@pytest.mark.parametrize("name,bound", [("q38bf-tp2-e-fp8-mtp3-lmo.log", 0.10),
+                                        ("q38ar-tp2-e-fp8-mtp3-vis.log", 0.10),
+                                        ("q38ar-tp2-g-fp8-mtp3-vis.log", 0.10)])
+def test_available_kv_per_rank(name, bound):
+    assert abs(_rows(name)["available KV cache"][3]) <= bound
+
+
+@pytest.mark.parametrize("name", LOGS)
+def test_kv_plan_from_logged_available(name):
+    cmp = compare_file(TP2 / name)
+    f, d = cmp.facts, cmp.prediction.deployment
+    lay = layout_for(d)
+    assert lay.block_size == f.block_size  # 800 with bf16 KV, 1600 with fp8
+    plan = plan_kv(lay, round(f.available_kv_gib * GiB), f.max_model_len, d.rules)
+    assert plan.kv_cache_tokens == f.kv_cache_tokens or \
+        tokens_within_rounding(lay, f.available_kv_gib, f.max_model_len, f.kv_cache_tokens, d.rules)
+
+
+def test_gdn_ba_projection_whole_on_every_rank_under_int4():
+    """vLLM 0.26 keeps a Qwen3.5-layout GDN layer's in_proj_b/a whole on each rank under AWQ, GPTQ and AutoRound
+    (Marlin needs 64 outputs per rank); 0.20 and the FP8 / bf16 checkpoints shard it."""
+    ar, fp8 = resolve_model("qwen3.8-27b-int4-autoround").arch, resolve_model("qwen3.8-27b-fp8").arch
+    assert replicated_on_ranks(ar, RULES["0.26"].gdn_ba_replicated_int4) == GDN_BA_PROJ
+    assert replicated_on_ranks(ar, RULES["0.20"].gdn_ba_replicated_int4) == ()
+    assert replicated_on_ranks(fp8, RULES["0.26"].gdn_ba_replicated_int4) == ()
+    whole = weights_from_config(ar, with_vision=False, tp=2, replicated=GDN_BA_PROJ).model
+    split = weights_from_config(ar, with_vision=False, tp=2).model
+    # 48 GDN layers x 2 projections x 5120 x 48 x 2 B, half of it more per rank
+    assert whole - split == 48 * 2 * 5120 * 48 * 2 // 2
