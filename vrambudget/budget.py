@@ -231,7 +231,10 @@ def sampler_peak(f: Features, c: Coefficients) -> float:
     states (tokens x hidden, bf16, whole on every TP rank) stay alive meanwhile."""
     rows = f.seqs * (2 if f.speculative else 1)
     held = c.get("sampler_holds_hidden_states", 0.0) * f.tokens * f.hidden * 2
-    return c["activation_sampler_factor"] * rows * f.vocab * 4 + held
+    factor = c["activation_sampler_factor"]
+    if f.speculative:  # the rejection sampler's dummy run peaks at its own factor (profiles without it: the sampler's)
+        factor = c.get("activation_rejection_sampler_factor", factor)
+    return factor * rows * f.vocab * 4 + held
 
 
 def language_model_peak(f: Features, c: Coefficients) -> float:

@@ -18,22 +18,7 @@
 #   cache  the JIT caches (Triton kernels for the TP=2 27B shapes) to $OUT
 cd "$(dirname "$0")/../.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 VLLM_FLASHINFER_ALLREDUCE_BACKEND=trtllm
-mkdir -p /tmp/lab /tmp/parts26 /tmp/cfg /tmp/models
-models() {
-  for n in qwen3.8-27b qwen3.8-27b-fp8 qwen3.8-27b-int4-autoround; do
-    [ -f /tmp/models/$n/config.json ] && continue
-    mkdir -p /tmp/cfg/$n
-    python3 -c "import json,sys; json.dump(json.load(open('profiles/models/$n.json'))['config'], open('/tmp/cfg/$n/config.json','w'), indent=1)"
-    python3 benchmarks/lab/fake_processor.py /tmp/cfg/$n /tmp/models/$n
-  done
-}
-run() {
-  [ -f /tmp/site26/vllm/__init__.py ] || { mkdir -p /tmp/site26; cat /tmp/parts26/part-* | xz -d | tar x -C /tmp/site26; }
-  [ -f .gpu-bundle-026/jit-cache.tgz ] && [ ! -f /tmp/jit26 ] && tar -xzf .gpu-bundle-026/jit-cache.tgz -C ~ && touch /tmp/jit26
-  models
-  LAB_BUNDLE=/nonexistent LAB_PYTHONPATH=/tmp/site26 LAB_STEP_TIMEOUT=${T:-400} bash benchmarks/lab/run.sh "$@"
-}
-M=/tmp/models
+. benchmarks/lab/qwen38-lib.sh
 R104='"tp":2,"gdn":"triton","kv":"fp8","mtp":3,"gmu":0.92,"max_model_len":262144,"max_num_seqs":2,"mnbt":8192,"prefix_caching":true'
 NOFUSE='"compilation":{"pass_config":{"fuse_allreduce_rms":false}}'
 for step in ${STEP}; do case "$step" in
