@@ -227,7 +227,8 @@ def compile_peak(f: Features, c: Coefficients) -> float:
 def sampler_peak(f: Features, c: Coefficients) -> float:
     """The sampler's dummy run above the base (bytes): fp32 logit rows x vocab x a factor. With speculative
     decoding the rejection sampler's dummy run follows on two rows per request (one draft token each:
-    SpecDecodeMetadata.make_dummy in 0.20.2 and 0.26.0), so the rows double. The dummy forward's hidden
+    SpecDecodeMetadata.make_dummy in 0.20.2 and 0.26.0), so the rows double, at its own factor (3.885 / 3.886 on
+    0.20.2 / 0.26.0 logs, the plain sampler's 3.751 / 3.580). The dummy forward's hidden
     states (tokens x hidden, bf16, whole on every TP rank) stay alive meanwhile."""
     rows = f.seqs * (2 if f.speculative else 1)
     held = c.get("sampler_holds_hidden_states", 0.0) * f.tokens * f.hidden * 2

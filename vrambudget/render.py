@@ -210,8 +210,8 @@ def activation_formula(d: Deployment) -> str:
     """How the profiled peak is built for this deployment (the budget's `activation`), in words."""
     forward = "tokens x MLP width" + ("" if d.enforce_eager else
                                       " + warm compile" if d.compile_cache == "warm" else ", cold compile: vocab x hidden")
-    sampler = "sampler" + (" x 2 rows (rejection)" if d.spec_tokens else "")
+    sampler = "rejection sampler x 2 rows" if d.spec_tokens else "sampler"
     lm = f"base + max({forward}; {sampler})"
     if d.with_vision:
-        return f"max(vision encoder: patches x width; {lm} + images held)"
+        return f"max(vision encoder: patches x (width + MLP width / TP); {lm} + images held)"
     return lm
