@@ -715,8 +715,8 @@ def models(json_out: JsonOpt = False) -> None:
             typer.echo(tabulate(rows, headers=["--model", "params", "weights GiB", "MTP GiB", "layers", "max len",
                                                "Hugging Face", "config checked"], tablefmt="simple",
                                       disable_numparse=True))
-            typer.echo("config checked: yes = field by field against the official config.json; bytes = a quantized "
-                       "layout whose bytes equal the checkpoint's (`models --json`: 'checked' says against what, and "
+            typer.echo("config checked: yes = field by field against the official config.json; bytes = shapes (and a "
+                       "quantized layout) whose bytes equal the checkpoint's (`models --json`: 'checked' says against what, and "
                        "what is not verified)")
             from .arch import SLIDING
             from .drafter import bundled_drafters, load_drafter
