@@ -139,7 +139,8 @@ def estimated_terms(d: Deployment, b: Budget) -> list[str]:
                    "0.05 GiB), its CUDA graphs not measured (KV layers checked on vLLM 0.20 and 0.26.0 logs)")
     if d.with_vision:
         out.append("vision encoder profiling peak (measured on Qwen3.5 0.8B and 9B towers, vLLM 0.20.2 and 0.26.0, "
-                   "an H100; maximum image size assumed 16,777,216 pixels)")
+                   "an H100, and its split over TP ranks on the 27B's tower at TP 2, vLLM 0.26.0, two H200s; maximum "
+                   "image size assumed 16,777,216 pixels)")
     return out
 
 

@@ -150,7 +150,8 @@ CHANGES: dict[tuple[str, str], tuple[str, ...]] = {
     ("0.20", "0.26"): ("default GMU 0.90 -> 0.92",
                        "activation peak: the forward pass's and the sampler's peaks no longer add (measured)",
                        "sliding-window layers keep 2 batches in flight beside the window (async scheduling)",
-                       "4-bit AWQ / GPTQ layers load 1.5 bytes per group and output more (measured)"),
+                       "4-bit AWQ / GPTQ layers load 1.5 bytes per group and output more (measured)",
+                       "a GDN layer's b/a projection stays whole on each TP rank under AWQ / GPTQ / AutoRound (source)"),
     ("0.26", "0.33"): ("mamba cache mode 'align' by default", "a reserved null block",
                        "align-mode block multiple 64 on Hopper"),
 }
