@@ -17,11 +17,11 @@ from pathlib import Path
 from tabulate import tabulate
 
 from vrambudget import coefficients as coeffs
-from vrambudget import gpus
+from vrambudget.hardware import catalog as gpus
 from vrambudget.errors import UserError
 from vrambudget.explain import compare_file, deployment_from_log
 from vrambudget.logparse import parse_log
-from vrambudget.planner import plan_kv, reproduces_within_rounding, rounding_band_blocks, tokens_within_rounding
+from vrambudget.kv.planner import plan_kv, reproduces_within_rounding, rounding_band_blocks, tokens_within_rounding
 from vrambudget.predict import layout_for, predict
 from vrambudget.units import GiB
 

@@ -36,8 +36,9 @@ def main() -> int:
     table_cmd = cmd + ["table", "--gpu", "4060ti", "--gmu-min", "0.75", "--gmu-max", "0.99", "--json"]
     table_s = wall(table_cmd)  # 25 GMU rows x 4 columns = 100 cells, process start included
 
-    from vrambudget import coefficients, gpus
-    from vrambudget.checkpoint import resolve_model
+    from vrambudget import coefficients
+    from vrambudget.hardware import catalog as gpus
+    from vrambudget.model.checkpoint import resolve_model
     from vrambudget.deployment import Flags, resolve
     from vrambudget.predict import ceiling_table
     from vrambudget.vllm_rules import rules_for

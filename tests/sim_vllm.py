@@ -26,10 +26,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from vrambudget import gpus  # noqa: E402
-from vrambudget.checkpoint import resolve_model  # noqa: E402
+from vrambudget.hardware import catalog as gpus  # noqa: E402
+from vrambudget.model.checkpoint import resolve_model  # noqa: E402
 from vrambudget.deployment import Flags, resolve  # noqa: E402
-from vrambudget.planner import plan_kv  # noqa: E402
+from vrambudget.kv.planner import plan_kv  # noqa: E402
 from vrambudget.predict import layout_for  # noqa: E402
 from vrambudget.units import GiB  # noqa: E402
 from vrambudget.vllm_rules import rules_for  # noqa: E402

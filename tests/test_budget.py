@@ -30,8 +30,9 @@ def test_graph_mode_log_is_recovered_as_cold_compile_with_graph_estimate():
 def test_mission_deployment_on_4060ti():
     """The story: 9B AWQ, fp8, prefix caching, 8 seqs, MTP 2, graphs, GMU 0.90 on a 4060 Ti:
     vLLM said '1.36 GiB needed, 1.02 GiB available' for 65,536 tokens."""
-    from vrambudget import coefficients, gpus
-    from vrambudget.checkpoint import resolve_model
+    from vrambudget import coefficients
+    from vrambudget.hardware import catalog as gpus
+    from vrambudget.model.checkpoint import resolve_model
     from vrambudget.deployment import Flags, resolve
     from vrambudget.predict import predict
     from vrambudget.vllm_rules import rules_for

@@ -6,11 +6,12 @@ import re
 
 from typer.testing import CliRunner
 
-from vrambudget import coefficients, gpus
-from vrambudget.checkpoint import resolve_model
+from vrambudget import coefficients
+from vrambudget.hardware import catalog as gpus
+from vrambudget.model.checkpoint import resolve_model
 from vrambudget.cli import app
 from vrambudget.deployment import Flags, resolve
-from vrambudget.gpufacts import attention_backend, cuda_context
+from vrambudget.hardware.facts import attention_backend, cuda_context
 from vrambudget.predict import predict
 from vrambudget.units import GiB
 
@@ -109,8 +110,9 @@ def test_3090_qwen35_08b_with_tower_and_mtp_weights():
     """A real RTX 3090 startup of Qwen3.5-0.8B with its vision tower and MTP 2 logged "Model loading took
     1.76 GiB" (../shared/spec/vllm-memory-model.md); the bundled profile now carries the official
     0.8B tower (12 blocks, 768 wide), not the 9B's, and is within 0.06 GiB."""
-    from vrambudget import coefficients, gpus
-    from vrambudget.checkpoint import resolve_model
+    from vrambudget import coefficients
+    from vrambudget.hardware import catalog as gpus
+    from vrambudget.model.checkpoint import resolve_model
     from vrambudget.deployment import Flags, resolve
     from vrambudget.predict import predict
     from vrambudget.vllm_rules import rules_for
@@ -124,7 +126,7 @@ def test_3090_qwen35_08b_with_tower_and_mtp_weights():
 def test_checked_profiles_equal_the_official_configs():
     import json
 
-    from vrambudget.checkpoint import bundled_models
+    from vrambudget.model.checkpoint import bundled_models
 
     official = FIXTURES / "models"
     for name, m in bundled_models().items():

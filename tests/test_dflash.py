@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from vrambudget import gpus
-from vrambudget.checkpoint import resolve_model
+from vrambudget.hardware import catalog as gpus
+from vrambudget.model.checkpoint import resolve_model
 from vrambudget.deployment import Flags, parse_speculative_config, resolve
-from vrambudget.drafter import drafter_from_config, load_drafter
+from vrambudget.model.drafter import drafter_from_config, load_drafter
 from vrambudget.errors import UserError
 from vrambudget.predict import layout_for
 from vrambudget.vllm_rules import rules_for
@@ -78,7 +78,7 @@ def test_vllm_0_26_lab_startup_with_the_drafter():
     (block 1616: 69 groups of one layer, no padding) and logs 514,752 tokens for 262,144 (1.96x) from 18.64 GiB."""
     from vrambudget.explain import compare_file
     from vrambudget.logparse import parse_log
-    from vrambudget.planner import tokens_within_rounding
+    from vrambudget.kv.planner import tokens_within_rounding
 
     path = LAB26 / "d26-q36-dflash5.log"
     text = path.read_text()

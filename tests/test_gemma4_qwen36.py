@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from vrambudget.arch import FULL, SLIDING, arch_from_config
+from vrambudget.model.arch import FULL, SLIDING, arch_from_config
 from vrambudget.explain import compare_file
-from vrambudget.gpus import lookup
-from vrambudget.gpufacts import attention_backend
-from vrambudget.planner import reproduces_within_rounding
+from vrambudget.hardware.catalog import lookup
+from vrambudget.hardware.facts import attention_backend
+from vrambudget.kv.planner import reproduces_within_rounding
 from vrambudget.predict import layout_for
 from vrambudget.vllm_rules import RULES
 

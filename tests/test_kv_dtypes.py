@@ -7,9 +7,9 @@ import json
 from typer.testing import CliRunner
 
 from vrambudget.cli import app
-from vrambudget.gpufacts import attention_backend
-from vrambudget.gpus import lookup
-from vrambudget.kvspec import AttentionSpec
+from vrambudget.hardware.facts import attention_backend
+from vrambudget.hardware.catalog import lookup
+from vrambudget.kv.spec import AttentionSpec
 
 runner = CliRunner()
 

@@ -7,8 +7,9 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from vrambudget import coefficients, gpus
-from vrambudget.checkpoint import resolve_model
+from vrambudget import coefficients
+from vrambudget.hardware import catalog as gpus
+from vrambudget.model.checkpoint import resolve_model
 from vrambudget.deployment import Flags, resolve
 from vrambudget.predict import predict, table_columns
 from vrambudget.vllm_rules import rules_for

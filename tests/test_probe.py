@@ -11,14 +11,15 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from vrambudget import coefficients, gpus
-from vrambudget.checkpoint import resolve_model
+from vrambudget import coefficients
+from vrambudget.hardware import catalog as gpus
+from vrambudget.model.checkpoint import resolve_model
 from vrambudget.cli import app
 from vrambudget.deployment import Flags, resolve
 from vrambudget.errors import UserError
-from vrambudget.planner import plan_kv
+from vrambudget.kv.planner import plan_kv
 from vrambudget.predict import layout_for
-from vrambudget.probe import ProbeOptions, Prober
+from vrambudget.probe.session import ProbeOptions, Prober
 from vrambudget.profiles import read_jsonl
 from vrambudget.units import GiB
 from vrambudget.vllm_rules import rules_for

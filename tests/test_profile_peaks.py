@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from vrambudget import coefficients, gpus
+from vrambudget import coefficients
+from vrambudget.hardware import catalog as gpus
 from vrambudget.budget import compile_peak, features, sampler_peak
-from vrambudget.checkpoint import resolve_model
+from vrambudget.model.checkpoint import resolve_model
 from vrambudget.deployment import Flags, resolve
 from vrambudget.explain import compare_file
 from vrambudget.predict import layout_for, predict

@@ -8,10 +8,10 @@ import json
 import pytest
 
 from vrambudget import coefficients as coeffs
-from vrambudget import gpus
+from vrambudget.hardware import catalog as gpus
 from vrambudget.explain import deployment_from_log
 from vrambudget.logparse import parse_log
-from vrambudget.planner import plan_kv, rounding_band_blocks, tokens_within_rounding
+from vrambudget.kv.planner import plan_kv, rounding_band_blocks, tokens_within_rounding
 from vrambudget.predict import layout_for, predict
 from vrambudget.units import GiB
 

@@ -111,8 +111,8 @@ def test_compile_cache_key_follows_max_model_len():
 
 @pytest.mark.parametrize("cache,logged", [("cold", 1.29), ("warm", 3.08)])
 def test_bundled_prediction_of_graph_mode_cold_and_warm(cache, logged):
-    from vrambudget import gpus
-    from vrambudget.checkpoint import resolve_model
+    from vrambudget.hardware import catalog as gpus
+    from vrambudget.model.checkpoint import resolve_model
     from vrambudget.deployment import Flags, resolve
     from vrambudget.predict import predict
     from vrambudget.vllm_rules import rules_for

@@ -5,11 +5,11 @@ import json
 
 from typer.testing import CliRunner
 
-from vrambudget.arch import arch_from_config
-from vrambudget.checkpoint import bundled_models
+from vrambudget.model.arch import arch_from_config
+from vrambudget.model.checkpoint import bundled_models
 from vrambudget.cli import app
 from vrambudget.logparse import parse_log
-from vrambudget.probe import _stalled
+from vrambudget.probe.session import _stalled
 from vrambudget.runtime import eager_warmup_bytes, gdn_prefill_live_bytes, max_serving_gmu
 
 from .conftest import FIXTURES
@@ -87,8 +87,9 @@ def test_simulated_4060ti_mission_deployment_with_flashinfer():
     """probe --simulate-gpu rtx4060ti, 9B AWQ, fp8, eager, MTP 2, FLASHINFER forced: GMU 0.97 and 0.95
     started and then ran out of memory at the first request asking for one 394 MiB FlashInfer workspace;
     0.91 served 32,096 tokens (vLLM's NVML peak 0.93 GiB beyond its budget). predict: 0.95 GiB needed."""
-    from vrambudget import coefficients, gpus
-    from vrambudget.checkpoint import resolve_model
+    from vrambudget import coefficients
+    from vrambudget.hardware import catalog as gpus
+    from vrambudget.model.checkpoint import resolve_model
     from vrambudget.deployment import Flags, resolve
     from vrambudget.predict import predict
     from vrambudget.vllm_rules import rules_for
@@ -128,7 +129,7 @@ def test_forced_backends_on_the_h100():
     """Qwen3.5-9B, fp8 KV, eager, 8192 batched tokens, FLA GDN prefill, one 60,000-token prompt, with
     FA3 (vLLM's pick), TRITON_ATTN and FLASHINFER forced: none adds to the profiled peak; FlashInfer's
     394 MiB workspace arrives with the first request, which the backend data carries."""
-    from vrambudget.gpufacts import backend_named
+    from vrambudget.hardware.facts import backend_named
 
     avail = {b: parse_log((LAB / f"{b}.log").read_text()).available_kv_gib for b in ("e1", "e2", "e3")}
     assert avail == {"e1": 21.56, "e2": 21.56, "e3": 21.56}
@@ -146,8 +147,8 @@ def _sim(run):
 
 
 def _lab_deployment(gmu, eager):
-    from vrambudget import gpus
-    from vrambudget.checkpoint import resolve_model
+    from vrambudget.hardware import catalog as gpus
+    from vrambudget.model.checkpoint import resolve_model
     from vrambudget.deployment import Flags, resolve
     from vrambudget.vllm_rules import rules_for
 

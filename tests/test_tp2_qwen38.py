@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from vrambudget.checkpoint import resolve_model
+from vrambudget.model.checkpoint import resolve_model
 from vrambudget.explain import compare_file
-from vrambudget.planner import plan_kv, tokens_within_rounding
+from vrambudget.kv.planner import plan_kv, tokens_within_rounding
 from vrambudget.predict import layout_for
 from vrambudget.units import GiB
 from vrambudget.vllm_rules import RULES
-from vrambudget.weights import (GDN_BA_PROJ, model_tensors, mtp_tensors, replicated_on_ranks, vision_tensors,
+from vrambudget.model.weights import (GDN_BA_PROJ, model_tensors, mtp_tensors, replicated_on_ranks, vision_tensors,
                                 weights_from_config)
 
 TP2 = Path(__file__).parent / "fixtures" / "lab-vllm-0.26.0-h200x2"

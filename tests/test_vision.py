@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from vrambudget.budget import encoder_profile_patches
-from vrambudget.checkpoint import resolve_model
+from vrambudget.model.checkpoint import resolve_model
 from vrambudget.explain import compare_file
 
 VIS = Path(__file__).parent / "fixtures" / "lab-vllm-0.26.0-h100" / "vision"

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from vrambudget.explain import compare_file
-from vrambudget.planner import plan_kv
+from vrambudget.kv.planner import plan_kv
 from vrambudget.predict import layout_for
 from vrambudget.units import GiB
 

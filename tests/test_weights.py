@@ -5,12 +5,12 @@ import struct
 
 import pytest
 
-from vrambudget import gpus
-from vrambudget.arch import arch_from_config
+from vrambudget.hardware import catalog as gpus
+from vrambudget.model.arch import arch_from_config
 from vrambudget.budget import weight_bytes
-from vrambudget.checkpoint import resolve_model
+from vrambudget.model.checkpoint import resolve_model
 from vrambudget.errors import UserError
-from vrambudget.weights import QuantScheme, model_tensors, scheme_from_config, weights_from_config
+from vrambudget.model.weights import QuantScheme, model_tensors, scheme_from_config, weights_from_config
 
 from .conftest import fixture_config
 
@@ -91,7 +91,7 @@ def test_safetensors_headers_agree_with_config_for_awq(tmp_path):
     _write_safetensors(tmp_path / "model.safetensors", tensors)
     src = resolve_model(str(tmp_path))
     assert src.origin == "local" and src.tensors
-    from vrambudget.checkpoint import weights_from_tensors
+    from vrambudget.model.checkpoint import weights_from_tensors
 
     exact = weights_from_tensors(src.tensors, src.arch)
     computed = weights_from_config(src.arch, with_vision=False)
@@ -105,7 +105,7 @@ def test_bundled_awq_profile_is_smaller_than_bf16():
 
 
 def test_vision_tower_counted_only_without_language_model_only():
-    from vrambudget import gpus
+    from vrambudget.hardware import catalog as gpus
     from vrambudget.deployment import Flags, resolve
     from vrambudget.vllm_rules import rules_for
 
@@ -121,7 +121,7 @@ def test_vision_tower_counted_only_without_language_model_only():
     ("qwen3-8b", 8_190_735_360),
 ])
 def test_parameter_counts_match_published_totals(model, published):
-    from vrambudget.weights import mtp_tensors, vision_tensors
+    from vrambudget.model.weights import mtp_tensors, vision_tensors
 
     a = resolve_model(model).arch
     total = sum(t.numel for t in model_tensors(a)) + sum(t.numel for t in vision_tensors(a))
@@ -140,7 +140,7 @@ def test_awq_zero_points_widen_on_hopper():
     """Machete (Hopper) keeps AWQ zero points as bf16: 2 bytes per (group, output) instead of 4 bits. For the
     9B AWQ layout's MLPs (32 layers: gate_up 4096 -> 2 x 12288, down 12288 -> 4096, groups of 128) that is
     32 x (32 x 24576 + 96 x 4096) x 1.5 bytes more on an H100 than on a 4060 Ti (Marlin)."""
-    from vrambudget import gpus
+    from vrambudget.hardware import catalog as gpus
     from vrambudget.budget import weight_bytes
     from vrambudget.deployment import Flags, resolve
     from vrambudget.vllm_rules import rules_for
@@ -164,7 +164,7 @@ def _layout_bytes(name: str) -> int:
     g_idx vLLM allocates at load for GPTQ layers (an AutoRound export stores none)."""
     from dataclasses import replace
 
-    from vrambudget.weights import Int4Load, mtp_tensors, tensor_bytes, vision_tensors
+    from vrambudget.model.weights import Int4Load, mtp_tensors, tensor_bytes, vision_tensors
 
     a = resolve_model(name).arch
     s = replace(scheme_from_config(a.quantization), load=Int4Load(g_idx_kept=False))
@@ -187,7 +187,7 @@ def test_fp8_layout_gives_the_checkpoints_bytes():
 
 def test_autoround_blocks_and_regex_extra_config():
     """block_name_to_quantize limits what is quantized; an extra_config key with regex characters is a pattern."""
-    from vrambudget.weights import Tensor
+    from vrambudget.model.weights import Tensor
 
     s = scheme_from_config({"quant_method": "auto-round", "bits": 4, "group_size": 128, "sym": True,
                             "block_name_to_quantize": "model.language_model.layers,mtp.layers",
@@ -201,7 +201,7 @@ def test_autoround_blocks_and_regex_extra_config():
 def test_marlin_frees_a_symmetric_checkpoints_zero_points():
     """A symmetric GPTQ / AutoRound layer: Machete keeps the unused qzeros and g_idx, Marlin frees them (vLLM 0.26
     source; lab-vllm-0.26.0-h100/quant: 17.24 vs 17.14 GiB on the same layout, 0.10 apart)."""
-    from vrambudget.gpufacts import int4_load
+    from vrambudget.hardware.facts import int4_load
 
     a = resolve_model("qwen3.6-27b-int4-autoround").arch
     machete = weights_from_config(a, with_vision=False, int4=int4_load(gpus.lookup("h100")))
@@ -214,7 +214,7 @@ def test_version_load_extra_only_where_measured():
     layer, never measured, is sized as stored."""
     from dataclasses import replace
 
-    from vrambudget.weights import Int4Load
+    from vrambudget.model.weights import Int4Load
 
     extra = Int4Load(extra_bytes_per_group=1.5)
     ct = scheme_from_config({"quant_method": "compressed-tensors", "format": "pack-quantized", "config_groups": {

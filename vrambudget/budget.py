@@ -14,13 +14,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .arch import FULL, ModelArch
-from .checkpoint import weights_from_tensors
+from .model.arch import FULL, ModelArch
+from .model.checkpoint import weights_from_tensors
 from .coefficients import Coefficients
 from .deployment import Deployment, kv_backend_class
-from .gpufacts import Backend, Fact, attention_backend, backend_named, cuda_context, int4_load
+from .hardware.facts import Backend, Fact, attention_backend, backend_named, cuda_context, int4_load
 from .units import dtype_bytes
-from .weights import WeightBytes, replicated_on_ranks, weights_from_config
+from .model.weights import WeightBytes, replicated_on_ranks, weights_from_config
 
 
 @dataclass(frozen=True)

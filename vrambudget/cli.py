@@ -67,7 +67,7 @@ def run_safely(fn: Callable[[], None]) -> None:
 
 def _backend_choice(name: str | None) -> str | None:
     from .errors import UserError
-    from .gpufacts import known_backends
+    from .hardware.facts import known_backends
 
     if not name:
         return None
@@ -80,8 +80,9 @@ def _backend_choice(name: str | None) -> str | None:
 def build(model, gpu, gpu_memory, gmu, kv, eager, mtp, spec, seqs, batch, mml, pc, tp, compile_cache, lmo, ver, other,
           backend=None):
     """Resolve CLI options into (Deployment, Coefficients)."""
-    from . import coefficients, gpus
-    from .checkpoint import resolve_model
+    from . import coefficients
+    from .hardware import catalog as gpus
+    from .model.checkpoint import resolve_model
     from .deployment import Flags, parse_speculative_config, resolve
     from .units import parse_size, parse_tokens
     from .vllm_rules import choose_version
@@ -133,7 +134,7 @@ def predict(model: ModelOpt = None, gpu: GpuOpt = None, gpu_memory: GpuMemOpt = 
 
     def go() -> None:
         from .predict import answer, answer_json, cannot_start_at_all, min_gmu_for_context, predict as run
-        from .render import prediction_text
+        from .output.render import prediction_text
         from .units import parse_tokens
 
         d, c = build(model, gpu, gpu_memory, gmu, kv_cache_dtype, enforce_eager, mtp, speculative_config,
@@ -168,7 +169,7 @@ def predict(model: ModelOpt = None, gpu: GpuOpt = None, gpu_memory: GpuMemOpt = 
 
 
 def _kv_only(d, available_kv_gib: float, json_out: bool) -> None:
-    from .planner import plan_startup
+    from .kv.planner import plan_startup
     from .predict import layout_for
     from .units import GiB
 
@@ -212,7 +213,7 @@ def table(model: ModelOpt = None, gpu: GpuOpt = None, gpu_memory: GpuMemOpt = No
 
     def go() -> None:
         from .predict import ceiling_table, target_row
-        from .render import table_text
+        from .output.render import table_text
         from .units import parse_tokens
 
         if not (0 < gmu_min <= gmu_max <= 1) or gmu_step <= 0:
@@ -235,7 +236,7 @@ def table(model: ModelOpt = None, gpu: GpuOpt = None, gpu_memory: GpuMemOpt = No
         if plot:
             from pathlib import Path
 
-            from . import plots
+            from .output import plots
             from .profiles import read_jsonl
 
             pts = plots.probe_points([r for f in records or [] for r in read_jsonl(Path(f))])
@@ -264,9 +265,9 @@ def plan_cmd(target_context: Annotated[str, typer.Option("--target-context", hel
     def go() -> None:
         from tabulate import tabulate
 
-        from . import servecmd as sc
+        from .output import servecmd as sc
         from .predict import plan as run_plan, predict as run
-        from .probe import model_arg
+        from .probe.session import model_arg
         from .units import parse_tokens
 
         if fmt not in ("shell", "systemd", "compose", "json"):
@@ -317,7 +318,7 @@ def plan_cmd(target_context: Annotated[str, typer.Option("--target-context", hel
 
 def _what_would(d, c, tokens: int) -> str:
     """Where nothing fits: which change would (another catalog GPU, fp8 KV, a 4-bit checkpoint, TP 2)."""
-    from .gpus import catalog
+    from .hardware.catalog import catalog
     from .predict import min_gmu_for_context
 
     ideas = []
@@ -340,7 +341,7 @@ def _what_would(d, c, tokens: int) -> str:
 
 def _plot_budget(d, c, p, path: str) -> None:
     """Stacked budget bars: this configuration next to its graphs/eager x MTP variants."""
-    from . import plots
+    from .output import plots
     from .predict import predict as run, table_columns
 
     items = [("this", p)]
@@ -393,7 +394,7 @@ def probe(model: ModelOpt = None, gpu: GpuOpt = "auto", gpu_memory: GpuMemOpt = 
         import time as _t
         from pathlib import Path
 
-        from .probe import ProbeOptions, Prober
+        from .probe.session import ProbeOptions, Prober
         from .profiles import user_dir
         from .units import parse_tokens
 
@@ -427,8 +428,8 @@ def probe(model: ModelOpt = None, gpu: GpuOpt = "auto", gpu_memory: GpuMemOpt = 
 
 def _simulation(d, free_memory: str | None) -> dict:
     """ProbeOptions for measuring the card `d.gpu` on the local, bigger GPU (read through NVML)."""
-    from .gpufacts import cuda_context
-    from .gpus import detect
+    from .hardware.facts import cuda_context
+    from .hardware.catalog import detect
     from .units import parse_size
 
     real = detect()
@@ -507,7 +508,7 @@ def fit(records: Annotated[list[str], typer.Argument(help="Probe records (*.json
     """Refit the measured coefficients from records/logs and save them as a profile predict uses."""
 
     def go() -> None:
-        from .gpus import lookup
+        from .hardware.catalog import lookup
         from .profiles import read_jsonl
         from .vllm_rules import rules_for
 
@@ -542,7 +543,7 @@ def explain(log: Annotated[str, typer.Argument(help="A vLLM startup log (a file,
         from tabulate import tabulate
 
         from .explain import compare, deployment_from_log, explain_json, meaning
-        from .gpus import lookup
+        from .hardware.catalog import lookup
         from .logparse import parse_log
 
         text = sys.stdin.read() if log == "-" else _read_text(Path(log))
@@ -598,9 +599,9 @@ def serve_cmd(model: ModelOpt = None, gpu: GpuOpt = None, gpu_memory: GpuMemOpt 
     def go() -> None:
         from pathlib import Path
 
-        from . import servecmd as sc
+        from .output import servecmd as sc
         from .predict import predict as run
-        from .probe import model_arg
+        from .probe.session import model_arg
 
         if fmt not in ("shell", "systemd", "compose", "json"):
             raise UserError(f"--format {fmt!r}: use shell, systemd, compose or json")
@@ -655,9 +656,9 @@ def gpus(json_out: JsonOpt = False) -> None:
     def go() -> None:
         from tabulate import tabulate
 
-        from .gpus import catalog
+        from .hardware.catalog import catalog
 
-        from .gpufacts import attention_backend, cuda_context
+        from .hardware.facts import attention_backend, cuda_context
 
         cat = catalog()
         if json_out:
@@ -690,9 +691,9 @@ def models(json_out: JsonOpt = False) -> None:
     def go() -> None:
         from tabulate import tabulate
 
-        from .arch import arch_from_config
-        from .checkpoint import bundled_models
-        from .weights import parameter_count, weights_from_config
+        from .model.arch import arch_from_config
+        from .model.checkpoint import bundled_models
+        from .model.weights import parameter_count, weights_from_config
 
         rows, out = [], {}
         for name, m in bundled_models().items():
@@ -718,8 +719,8 @@ def models(json_out: JsonOpt = False) -> None:
             typer.echo("config checked: yes = field by field against the official config.json; bytes = shapes (and a "
                        "quantized layout) whose bytes equal the checkpoint's (`models --json`: 'checked' says against what, and "
                        "what is not verified)")
-            from .arch import SLIDING
-            from .drafter import bundled_drafters, load_drafter
+            from .model.arch import SLIDING
+            from .model.drafter import bundled_drafters, load_drafter
             from .profiles import read_json
 
             drafters = []

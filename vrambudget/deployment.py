@@ -6,9 +6,9 @@ import json
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .checkpoint import ModelSource
+from .model.checkpoint import ModelSource
 from .errors import UserError
-from .gpus import GPU
+from .hardware.catalog import GPU
 from .units import GiB
 from .vllm_rules import VllmRules
 
@@ -205,7 +205,7 @@ def resolve(model: ModelSource, gpu: GPU, rules: VllmRules, flags: Flags) -> Dep
         raise UserError(f"speculative method {flags.speculative_method!r} is not modelled ({', '.join(SPEC_METHODS)})")
     drafter = None
     if k and flags.speculative_method == "dflash":
-        from .drafter import bundled_drafters, load_drafter
+        from .model.drafter import bundled_drafters, load_drafter
 
         if not flags.draft_model:
             raise UserError("speculative method 'dflash' needs its drafter: add \"model\": NAME or a folder with its "

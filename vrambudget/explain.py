@@ -7,11 +7,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import coefficients as coeffs
-from .checkpoint import bundled_models, resolve_model
+from .model.checkpoint import bundled_models, resolve_model
 from .coefficients import Coefficients
 from .deployment import Deployment, Flags, resolve
 from .errors import UserError
-from .gpus import GPU, catalog, from_memory
+from .hardware.catalog import GPU, catalog, from_memory
 from .logparse import LogFacts, flags_from_args, parse_log
 from .predict import Prediction, predict
 from .units import GiB

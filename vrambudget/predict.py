@@ -8,14 +8,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .budget import Budget, budget, mlp_width, weight_bytes
-from .gpufacts import gdn_prefill_path
+from .hardware.facts import gdn_prefill_path
 from .runtime import RuntimeNeed, eager_warmup_bytes, max_serving_gmu, runtime_need
 from .coefficients import Coefficients
 from .deployment import Deployment
-from .arch import SLIDING
-from .planner import DraftLayers, KVLayout, KVPlan, build_layout, kv_needed_bytes, plan_startup
+from .model.arch import SLIDING
+from .kv.planner import DraftLayers, KVLayout, KVPlan, build_layout, kv_needed_bytes, plan_startup
 from .units import GiB
-from .weights import WeightBytes
+from .model.weights import WeightBytes
 
 
 def layout_for(d: Deployment) -> KVLayout:

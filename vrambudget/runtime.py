@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .arch import ModelArch
+from .model.arch import ModelArch
 from .units import cdiv
 
 FLA_CHUNK = 64  # vLLM fla/ops/utils.py FLA_CHUNK_SIZE

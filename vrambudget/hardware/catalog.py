@@ -6,9 +6,9 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from .errors import UserError
-from .profiles import bundled_dir, read_json
-from .units import GiB
+from ..errors import UserError
+from ..profiles import bundled_dir, read_json
+from ..units import GiB
 
 
 @dataclass(frozen=True)
@@ -126,7 +126,7 @@ def _cores_per_sm(major: int, minor: int) -> int:
 
 
 def resolve(gpu: str | None, gpu_memory: str | None) -> GPU:
-    from .units import parse_size
+    from ..units import parse_size
 
     if gpu_memory is not None:
         return from_memory(parse_size(gpu_memory))

@@ -1,7 +1,7 @@
 """The probe's memory blocker: a helper process that holds GPU memory so that the free memory a
 vLLM startup sees matches a smaller card (`probe --simulate-gpu` / `--free-memory`).
 
-Run as `python -m vrambudget.blocker TARGET_FREE_BYTES [DEVICE]`: it allocates plain device memory
+Run as `python -m vrambudget.probe.blocker TARGET_FREE_BYTES [DEVICE]`: it allocates plain device memory
 (torch, cudaMalloc underneath) until `torch.cuda.mem_get_info()` reports TARGET_FREE_BYTES free (to
 the allocator's 2 MiB granularity), prints `READY <free> <total>` and holds it until it is sent
 SIGTERM or its stdin closes. Only the probe machine needs torch; this module is never imported by

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import UserError
+from ..errors import UserError
 
 FULL = "full_attention"
 LINEAR = "linear_attention"  # GatedDeltaNet (GDN)

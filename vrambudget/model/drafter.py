@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from .arch import FULL, SLIDING
-from .errors import UserError
-from .units import cdiv
+from ..errors import UserError
+from ..units import cdiv
 
 DFLASH_ARCHITECTURES = {"DFlashDraftModel"}
 
@@ -92,14 +92,14 @@ def drafter_from_config(cfg: dict[str, Any], name: str, source: str = "") -> Dra
 
 
 def bundled_drafters() -> dict[str, Path]:
-    from .profiles import bundled_dir
+    from ..profiles import bundled_dir
 
     return {p.stem: p for p in sorted((bundled_dir() / "drafters").glob("*.json"))}
 
 
 def load_drafter(ref: str) -> Drafter:
     """A bundled drafter (profiles/drafters/NAME.json) or a local directory / config.json of one."""
-    from .profiles import read_json
+    from ..profiles import read_json
 
     bundled = bundled_drafters()
     if ref in bundled:

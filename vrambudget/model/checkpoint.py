@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .arch import ModelArch, arch_from_config
-from .errors import UserError
-from .profiles import bundled_dir, read_json
-from .units import dtype_bytes
+from ..errors import UserError
+from ..profiles import bundled_dir, read_json
+from ..units import dtype_bytes
 from .weights import INT4_LOAD_METHODS, Int4Load, WeightBytes, buffer_tensors, scheme_from_config
 
 DEFAULT_MODEL = "qwen3.5-9b-awq"

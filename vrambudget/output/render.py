@@ -6,10 +6,10 @@ from typing import Any
 
 from tabulate import tabulate
 
-from .deployment import Deployment, gmu_flag
-from .gpufacts import gdn_prefill_path
-from .predict import Answer, Prediction
-from .units import GiB, MiB
+from ..deployment import Deployment, gmu_flag
+from ..hardware.facts import gdn_prefill_path
+from ..predict import Answer, Prediction
+from ..units import GiB, MiB
 
 
 def g(n: float) -> str:
@@ -97,8 +97,8 @@ def _fix(p: Prediction) -> str:
     """The one change that makes the asked-for length start."""
     d = p.deployment
     if p.plan.ceiling and p.budget.available_kv_bytes > 0:
-        from .planner import kv_needed_bytes
-        from .predict import layout_for, min_gmu_for_bytes
+        from ..kv.planner import kv_needed_bytes
+        from ..predict import layout_for, min_gmu_for_bytes
 
         g = min_gmu_for_bytes(d, p.budget.non_kv_bytes, kv_needed_bytes(layout_for(d), d.max_model_len, d.rules))
         return (f"pass --max-model-len {p.ceiling} (or auto)"

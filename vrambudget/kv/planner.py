@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from .arch import FULL, LINEAR, SLIDING, ModelArch
-from .errors import UserError
-from .kvspec import AttentionSpec, MambaSpec, SlidingWindowSpec, mamba_spec
-from .units import GiB, cdiv
-from .vllm_rules import VllmRules
+from ..model.arch import FULL, LINEAR, SLIDING, ModelArch
+from ..errors import UserError
+from .spec import AttentionSpec, MambaSpec, SlidingWindowSpec, mamba_spec
+from ..units import GiB, cdiv
+from ..vllm_rules import VllmRules
 
 DENSE_BLOCK_SIZE = 16  # FlashAttention / FlashInfer default block on CUDA
 

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from .gpus import GPU
-from .profiles import bundled_dir, read_json
-from .weights import Int4Load
+from .catalog import GPU
+from ..profiles import bundled_dir, read_json
+from ..model.weights import Int4Load
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from .errors import UserError
+from ..errors import UserError
 
 
 def free_port() -> int:
@@ -193,7 +193,7 @@ def _group_alive(pgid: int) -> bool:
 
 
 class MemoryBlocker:
-    """A helper process (`vrambudget.blocker`) that holds GPU memory so that free memory falls to
+    """A helper process (`vrambudget.probe.blocker`) that holds GPU memory so that free memory falls to
     `target_free` bytes. It stays in the probe's own process group, so it ends with the probe; `stop`
     ends it explicitly (stdin closed, then SIGTERM)."""
 

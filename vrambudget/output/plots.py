@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable
 
-from .errors import UserError
-from .predict import Prediction
-from .units import GiB
+from ..errors import UserError
+from ..predict import Prediction
+from ..units import GiB
 
 TERMS = [("weights", "weights_bytes"), ("MTP head", "mtp_weights_bytes"), ("activation peak", "activation_bytes"),
          ("non-torch", "non_torch_bytes"), ("CUDA graphs", "cudagraph_bytes"), ("KV cache", "available_kv_bytes")]

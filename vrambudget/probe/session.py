@@ -23,17 +23,17 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from . import __version__
-from .budget import activation, features
-from .coefficients import Coefficients
-from .deployment import Deployment, gmu_flag
-from .errors import UserError
-from .logparse import LogFacts, parse_log
-from .planner import ceiling_for, kv_needed_bytes
-from .predict import layout_for, min_gmu_for_context, predict
-from .procs import GpuWatch, MemoryBlocker, ServerProcess, free_port, port_in_use
-from .profiles import append_jsonl_atomic
-from .units import GiB
+from .. import __version__
+from ..budget import activation, features
+from ..coefficients import Coefficients
+from ..deployment import Deployment, gmu_flag
+from ..errors import UserError
+from ..logparse import LogFacts, parse_log
+from ..kv.planner import ceiling_for, kv_needed_bytes
+from ..predict import layout_for, min_gmu_for_context, predict
+from .server import GpuWatch, MemoryBlocker, ServerProcess, free_port, port_in_use
+from ..profiles import append_jsonl_atomic
+from ..units import GiB
 
 SCHEMA = 1
 
@@ -55,7 +55,7 @@ class ProbeOptions:
     simulate_free_bytes: int | None = None
     real_total_bytes: int | None = None  # the real GPU's CUDA total (vLLM's GMU is a share of it)
     real_context_bytes: int = 0  # what vLLM's own CUDA context takes on the real GPU
-    blocker_cmd: list[str] = field(default_factory=lambda: [sys.executable, "-m", "vrambudget.blocker"])
+    blocker_cmd: list[str] = field(default_factory=lambda: [sys.executable, "-m", "vrambudget.probe.blocker"])
     # multi-turn verify: each turn adds this many prompt tokens to the conversation (0 = off)
     turn_tokens: int = 0
     max_turns: int = 12
@@ -82,7 +82,7 @@ def model_arg(d: Deployment) -> str:
     src = d.model
     if src.origin in ("local", "hub"):
         return src.ref
-    from .checkpoint import bundled_models
+    from ..model.checkpoint import bundled_models
 
     hf_id = bundled_models()[src.ref].get("hf_id")
     if not hf_id:

@@ -8,9 +8,9 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from .deployment import Deployment
-from .errors import UserError
-from .predict import Prediction
+from ..deployment import Deployment
+from ..errors import UserError
+from ..predict import Prediction
 
 COMPOSE_IMAGE = "vllm/vllm-openai:v{version}"
 

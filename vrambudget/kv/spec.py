@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .arch import GDNConfig
-from .units import cdiv, dtype_bytes
+from ..model.arch import GDNConfig
+from ..units import cdiv, dtype_bytes
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Iterator
 
 from .arch import FULL, LINEAR, ModelArch
-from .errors import UserError
-from .units import cdiv, dtype_bytes
+from ..errors import UserError
+from ..units import cdiv, dtype_bytes
 
 VOCAB_PADDING = 64  # vLLM pads vocab-parallel embeddings to a multiple of 64 rows
 

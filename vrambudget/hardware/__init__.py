@@ -1,0 +1,1 @@
+"""GPU facts: the catalog (memory, SMs, architecture) and per-card start-up facts."""

@@ -1,0 +1,1 @@
+"""A model: its config (architecture), weight bytes, checkpoints and drafters."""

@@ -1,0 +1,1 @@
+"""What people read: tables, pictures and `vllm serve` commands."""

@@ -1,0 +1,1 @@
+"""Real vLLM startups: the search, the server process, verification and records."""
