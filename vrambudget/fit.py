@@ -177,3 +177,29 @@ def profile_json(result: FitResult, version: str, gpu: str | None, model: str | 
         "coefficients": {k: {"value": v.value, "unit": v.unit, "source": v.source}
                          for k, v in result.coefficients.items() if k in result.changed},
     }
+
+
+def fit_and_write(paths: list[str], version: str, gpu_key: str | None, model_ref: str | None,
+                  out: str | None = None) -> tuple[FitResult, Path]:
+    """Refit from `paths` (records and/or logs) and write the profile atomically where `predict` reads it (or
+    `out`). A profile already there is merged (what this fit did not refit is kept) and kept as *.previous.json."""
+    from . import coefficients as cf
+    from .profiles import read_json, write_json_atomic
+
+    samples = load_samples([Path(p) for p in paths], None)
+    res = fit(samples, cf.load(version, gpu_key, model_ref))
+    dest = Path(out) if out else cf.fitted_profile_path(gpu_key or "any", model_ref, version)
+    data = profile_json(res, version, gpu_key, model_ref, [str(p) for p in paths])
+    if dest.is_file():
+        old = read_json(dest)
+        write_json_atomic(dest.with_name(dest.stem + ".previous.json"), old)
+        data["coefficients"] = {**old.get("coefficients", {}), **data["coefficients"]}
+        data["fitted_from"] = old.get("fitted_from", []) + [f for f in data["fitted_from"]
+                                                            if f not in old.get("fitted_from", [])]
+    write_json_atomic(dest, data)
+    return res, dest
+
+
+def worst_error(errors: list[tuple[str, float]]) -> float:
+    """The largest |available-KV error| (GiB) of a fit's before or after list."""
+    return max((abs(e) for _, e in errors), default=0.0)

@@ -239,6 +239,31 @@ def predict(d: Deployment, c: Coefficients, w: WeightBytes | None = None,
                       max_serving_gmu=serve_gmu, estimated=estimated)
 
 
+def kv_only(d: Deployment, available_kv_gib: float) -> dict[str, Any]:
+    """vLLM's KV plan for a given available KV memory (GiB, as a log's 'Available KV cache memory' states it),
+    skipping the budget: block size, padding, blocks, KV cache tokens, concurrency and the auto-fit ceiling."""
+    from .errors import UserError
+
+    if not available_kv_gib > 0:
+        raise UserError(f"--available-kv-gib must be a positive size in GiB (as a log's 'Available KV cache "
+                        f"memory' line gives it), got {available_kv_gib}")
+    lay = layout_for(d)
+    avail = int(round(available_kv_gib * GiB))
+    p = plan_startup(lay, avail, d.max_model_len, d.auto_fit, d.rules)
+    return {"available_kv_bytes": avail, "block_size": lay.block_size, "padding_layers": lay.padding_layers,
+            "padding_warnings": lay.padding_warnings, "num_blocks": p.num_blocks,
+            "bytes_per_block": lay.bytes_per_block, "max_model_len": p.max_model_len,
+            "kv_cache_tokens": p.kv_cache_tokens, "max_concurrency": round(p.max_concurrency, 4),
+            "max_model_len_ceiling": p.ceiling, "inputs": d.inputs()}
+
+
+def variants(d: Deployment, c: Coefficients) -> list[tuple[str, Prediction]]:
+    """This deployment as graphs / eager x MTP off / on (the table's columns), for pictures side by side."""
+    return [(col.label, predict(d.with_(enforce_eager=col.enforce_eager, spec_tokens=col.spec_tokens,
+                                        speculative_method="mtp"), c))
+            for col in table_columns(d, d.spec_tokens or 2)]
+
+
 def cannot_start_at_all(p: Prediction) -> bool:
     """True when no max_model_len starts (as opposed to only the asked-for one being too long)."""
     return not p.starts and (p.plan.ceiling == 0 or not p.budget.startup_memory_ok
@@ -376,3 +401,25 @@ def plan(d: Deployment, c: Coefficients, tokens: int, mtp_tokens: int = 2) -> li
             serve = predict(warm.with_(gmu=g_r), c, w, prompt_tokens=tokens).max_serving_gmu
         out.append(PlanOption(label, eager, mtp, g_r, g_f, serve, bool(g_r and serve and serve >= g_r)))
     return out
+
+
+def what_would(d: Deployment, c: Coefficients, tokens: int) -> str:
+    """Where nothing serves `tokens`: which change would (fp8 KV, another catalog GPU, a 4-bit checkpoint, TP 2)."""
+    from .hardware.catalog import catalog
+
+    ideas = []
+    if d.kv_dtype_bytes > 1:
+        g = min_gmu_for_context(d.with_(kv_cache_dtype="fp8", kv_dtype_bytes=1, enforce_eager=True), c, tokens)
+        if g:
+            ideas.append(f"--kv-cache-dtype fp8 (eager starts at GMU {g:.2f})")
+    bigger = sorted((g for g in catalog().values() if g.total_bytes > d.gpu.total_bytes), key=lambda g: g.total_bytes)
+    for g in bigger:
+        gm = min_gmu_for_context(d.with_(gpu=g, enforce_eager=True), c, tokens)
+        if gm:
+            ideas.append(f"--gpu {g.key} (eager at GMU {gm:.2f})")
+            break
+    if d.model.arch.quantization is None:
+        ideas.append("a 4-bit checkpoint (AWQ/GPTQ/NVFP4: point --model at it)")
+    if d.tp == 1:
+        ideas.append("--tensor-parallel-size 2 on two cards")
+    return "Would: " + "; ".join(ideas) + "."

@@ -215,3 +215,54 @@ def activation_formula(d: Deployment) -> str:
     if d.with_vision:
         return f"max(vision encoder: patches x (width + MLP width / TP); {lm} + images held)"
     return lm
+
+
+def kv_only_text(d: Deployment, available_kv_gib: float, res: dict[str, Any]) -> str:
+    """`predict --available-kv-gib`: the KV plan as vLLM logs it."""
+    pads = "; ".join(f"Add {n} padding layers, may waste at most {pct:.2f}%" for n, pct in res["padding_warnings"])
+    return (f"KV plan for {available_kv_gib:.2f} GiB ({d.version_label}):\n"
+            f"  block size {res['block_size']} tokens{'; ' + pads if pads else ''}\n"
+            f"  {res['num_blocks']:,} blocks of {res['bytes_per_block']:,} bytes\n"
+            f"  GPU KV cache size: {res['kv_cache_tokens']:,} tokens\n"
+            f"  Maximum concurrency for {res['max_model_len']:,} tokens per request: {res['max_concurrency']:.2f}x\n"
+            f"  ceiling (auto-fit max_model_len): {res['max_model_len_ceiling']:,}")
+
+
+def explain_text(name: str, cmp: Any) -> str:
+    """`explain`: the flags a log states, its budget next to predict's, and what its outcome means."""
+    from ..explain import meaning
+
+    facts, d = cmp.facts, cmp.prediction.deployment
+    i = d.inputs()
+    spec = f"{d.speculative_method.upper()} {d.spec_tokens}" if d.spec_tokens else "no MTP"
+    head = (f"{name}: vLLM {facts.vllm_version or '?'} | {i['model']} on {i['gpu']} | GMU {d.gmu:.2f} | "
+            f"KV {d.kv_cache_dtype} | {'eager' if d.enforce_eager else 'graphs (' + d.compile_cache + ' compile)'}"
+            f" | {spec} | seqs {d.max_num_seqs} | batched {d.max_num_batched_tokens}")
+    rows = [[t, "-" if lg is None else f"{lg:.2f}", f"{pr:.2f}", "" if e is None else f"{e:+.2f}"]
+            for t, lg, pr, e in cmp.rows]
+    table = tabulate(rows, headers=["term", "logged GiB", "predicted GiB", "difference"], tablefmt="simple",
+                     disable_numparse=True)
+    return f"{head}\n{table}\n{facts.outcome.upper()}: {meaning(cmp)}"
+
+
+def probe_summary_text(s: dict[str, Any]) -> str:
+    """`probe`: every startup in a table, then the ceiling (or smallest GMU) it found."""
+    rows = [[a["n"], f"{a['gmu']:.2f}", f"{a['max_model_len']:,}", a["outcome"], f"{a['seconds']:.0f}",
+             {True: "ok", False: "FAILED", None: ""}[a["verify"]]] for a in s["attempts"]]
+    out = [tabulate(rows, headers=["#", "GMU", "max_model_len", "outcome", "s", "verify"], tablefmt="simple",
+                    disable_numparse=True)]
+    if s.get("failed"):
+        out.append(f"probe stopped: {s['failed'].replace('_', ' ')} (logs and records: {s['records']})")
+    elif s["mode"] == "bisect":
+        ooms = s.get("runtime_oom_gmus") or []
+        at = f" at GMU {s['gmu']:.2f}" if s.get("gmu") is not None else ""
+        out.append(f"ceiling{at}: max_model_len {s['ceiling']:,} (predicted {s.get('predicted', 0):,}) "
+                   f"in {s['startups']} startups; records: {s['records']}")
+        if ooms:
+            out.append("started but ran out of memory serving at GMU " + ", ".join(f"{g:.2f}" for g in ooms)
+                       + " (a startup-only check would have certified it)")
+    else:
+        g = s.get("min_gmu")
+        out.append(f"smallest GMU for {s['tokens']:,} tokens: {g:.2f}" if g else
+                   f"no GMU up to 0.99 starts {s['tokens']:,} tokens")
+    return "\n".join(out)

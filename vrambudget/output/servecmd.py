@@ -54,6 +54,25 @@ def build_command(d: Deployment, p: Prediction, checkpoint: str, max_model_len: 
     return ServeCommand(args, max_model_len, p.ceiling, warnings)
 
 
+def image_version(rules_version: str) -> str:
+    """The vllm-openai image tag for a modelled version range."""
+    return {"0.19": "0.19.1", "0.20": "0.20.2", "0.33": "0.33.0"}.get(rules_version, rules_version)
+
+
+def render(cmd: ServeCommand, fmt: str, description: str, rules_version: str, port: int,
+           user: str | None = None) -> str:
+    """The command as `fmt`: shell | systemd | compose | json."""
+    if fmt == "shell":
+        return shell(cmd) + "\n"
+    if fmt == "systemd":
+        return systemd(cmd, description, user)
+    if fmt == "compose":
+        return compose(cmd, image_version(rules_version), port)
+    if fmt == "json":
+        return json.dumps(as_json(cmd), indent=2) + "\n"
+    raise UserError(f"--format {fmt!r}: use shell, systemd, compose or json")
+
+
 def shell(cmd: ServeCommand) -> str:
     return "vllm " + " ".join(shlex.quote(a) for a in cmd.argv)
 

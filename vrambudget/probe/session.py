@@ -91,6 +91,21 @@ def model_arg(d: Deployment) -> str:
     return hf_id
 
 
+def simulation(card, free_memory: str | None) -> dict[str, Any]:
+    """ProbeOptions for measuring `card` (a catalog GPU) on the local, bigger GPU (read through NVML)."""
+    from ..hardware.catalog import detect
+    from ..hardware.facts import cuda_context
+    from ..units import parse_size
+
+    real = detect()
+    if real.total_bytes <= card.total_bytes:
+        raise UserError(f"--simulate-gpu needs a bigger GPU than {card.name} ({card.total_gib:.2f} GiB); "
+                        f"this one is {real.name} ({real.total_gib:.2f} GiB)")
+    free = parse_size(free_memory) if free_memory else card.total_bytes - cuda_context(card).value
+    return {"simulate_free_bytes": free, "real_total_bytes": real.total_bytes,
+            "real_context_bytes": cuda_context(real).value}
+
+
 def simulated_gmu(card_total: int, gmu: float, real_total: int) -> str:
     """The GMU to pass on the real GPU so that vLLM's budget ceil(real_total x g) equals the simulated
     card's ceil(card_total x gmu) (to a few bytes), as vLLM parses it (a float)."""

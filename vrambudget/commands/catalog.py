@@ -1,0 +1,37 @@
+"""`vrambudget gpus` and `vrambudget models`: the bundled GPU catalog and model profiles."""
+
+from __future__ import annotations
+
+import typer
+
+from .common import emit_json, run_safely
+from .options import JsonOpt
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(gpus)
+    app.command()(models)
+
+
+def gpus(json_out: JsonOpt = False) -> None:
+    """List the GPU catalog (total memory as CUDA reports it, and where each figure comes from)."""
+
+    def go() -> None:
+        from ..hardware.catalog import catalog
+        from ..output.catalog import gpus_json, gpus_text
+
+        emit_json(gpus_json(catalog())) if json_out else typer.echo(gpus_text(catalog()))
+
+    run_safely(go)
+
+
+def models(json_out: JsonOpt = False) -> None:
+    """List the bundled model profiles with their key figures."""
+
+    def go() -> None:
+        from ..output.catalog import models_table
+
+        out, text = models_table()
+        emit_json(out) if json_out else typer.echo(text)
+
+    run_safely(go)

@@ -1,0 +1,41 @@
+"""`vrambudget explain`: a vLLM startup log in plain words, its budget next to predict's."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from .common import emit_json, read_text, run_safely
+from .options import GpuOpt, JsonOpt, ModelOpt
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(explain)
+
+
+def explain(log: Annotated[str, typer.Argument(help="A vLLM startup log (a file, or - for stdin).")],
+            model: ModelOpt = None, gpu: GpuOpt = None,
+            drafter: Annotated[str | None, typer.Option(
+                "--drafter", metavar="<str>",
+                help="The DFlash drafter the log's speculative config names, where its path is not on this "
+                     "machine: a bundled drafter (see `vrambudget models`) or a folder with its config.json.")] = None,
+            json_out: JsonOpt = False) -> None:
+    """Read a vLLM startup log: the flags it was started with, its budget next to predict's, and what
+    its outcome means."""
+
+    def go() -> None:
+        from ..explain import compare, deployment_from_log, explain_json
+        from ..hardware.catalog import lookup
+        from ..logparse import parse_log
+        from ..output.render import explain_text
+
+        text = sys.stdin.read() if log == "-" else read_text(Path(log))
+        facts = parse_log(text)
+        d = deployment_from_log(facts, model, lookup(gpu) if gpu else None, drafter)
+        cmp = compare(facts, d)
+        emit_json(explain_json(cmp)) if json_out else typer.echo(explain_text(log, cmp))
+
+    run_safely(go)

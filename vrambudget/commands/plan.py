@@ -1,0 +1,79 @@
+"""`vrambudget plan`: the fastest configuration that serves a wanted context, and its `vllm serve` command."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Optional
+
+import typer
+
+from ..errors import UserError
+from .common import EXIT_NO, emit_json, run_safely
+from .options import DeploymentOptions, JsonOpt, deployment_command
+
+FORMATS = ("shell", "systemd", "compose", "json")
+
+
+def register(app: typer.Typer) -> None:
+    deployment_command(app, "plan", exclude=("gmu", "enforce_eager", "mtp", "speculative_config", "max_model_len",
+                                             "compile_cache", "attention_backend"))(plan)
+
+
+def plan(opts: DeploymentOptions,
+         target_context: Annotated[str, typer.Option("--target-context", help="The context you want to serve "
+                                                     "(tokens: 65536, 64k).")],
+         mtp: Annotated[int, typer.Option("--mtp", min=1, max=8, help="MTP tokens of the MTP options.")] = 2,
+         fmt: Annotated[str, typer.Option("--format", help="How to print the chosen command: shell | systemd | "
+                                          "compose | json.")] = "shell",
+         checkpoint: Annotated[Optional[str], typer.Option("--checkpoint", help="Model argument of the command.")] = None,
+         json_out: JsonOpt = False) -> None:
+    """The fastest configuration that serves a wanted context: CUDA graphs + MTP, graphs, eager + MTP,
+    eager (in that order), with the GMU each needs, what its first boot does, and the command."""
+
+    def go() -> None:
+        from tabulate import tabulate
+
+        from ..output import servecmd as sc
+        from ..predict import plan as run_plan
+        from ..predict import predict as run
+        from ..predict import what_would
+        from ..probe.session import model_arg
+        from ..units import parse_tokens
+
+        if fmt not in FORMATS:
+            raise UserError(f"--format {fmt!r}: use shell, systemd, compose or json")
+        tokens = parse_tokens(target_context)
+        d, c = opts.with_(mtp=0, max_model_len=str(tokens), compile_cache="warm").build()
+        options = run_plan(d, c, tokens, mtp)
+        best = next((o for o in options if o.serves), None)
+        rows = [[o.label, f"{o.gmu_restart:.2f}" if o.gmu_restart else "-",
+                 ("same" if o.enforce_eager else f"{o.gmu_first_boot:.2f}" if o.gmu_first_boot else "fails")
+                 if o.gmu_restart else "-", f"{o.max_serving_gmu:.2f}" if o.max_serving_gmu else "-",
+                 "yes" if o.serves else "no"] for o in options]
+        result: dict[str, Any] = {"target_context": tokens, "options": [o.__dict__ | {"gmu": o.gmu} for o in options],
+                                  "inputs": d.inputs()}
+        text = [f"{tokens:,} tokens of {d.model.ref} on {d.gpu.name}, {d.version_label}, KV {d.kv_cache_dtype}",
+                tabulate(rows, headers=["configuration", "GMU (restart)", "GMU (first boot)", "serves up to GMU",
+                                        "serves"], tablefmt="simple", disable_numparse=True)]
+        if best is None:
+            text.append(f"Nothing serves {tokens:,} tokens here. " + what_would(d, c, tokens))
+            result["suggestion"] = text[-1]
+        else:
+            dd = d.with_(enforce_eager=best.enforce_eager, spec_tokens=mtp if best.mtp else 0, speculative_method="mtp",
+                         gmu=best.gmu, compile_cache="warm")
+            cmd = sc.build_command(dd, run(dd, c), checkpoint or model_arg(dd), tokens, 8000, None)
+            first = ("" if best.enforce_eager or (best.gmu_first_boot and best.gmu_first_boot <= best.gmu) else
+                     " Its first boot after a change compiles cold and fails at this GMU; the restart starts "
+                     "(Restart=on-failure in the systemd unit).")
+            text.append(f"Fastest that serves: {best.label} at GMU {best.gmu:.2f}.{first}")
+            text.append(sc.render(cmd, fmt, f"vLLM {cmd.argv[1]} (max_model_len {tokens}, GMU {best.gmu:.2f}; "
+                                             "vrambudget)", d.rules.version, 8000).rstrip("\n"))
+            result["chosen"] = best.label
+            result["command"] = sc.as_json(cmd)
+        if json_out:
+            emit_json(result)
+        else:
+            typer.echo("\n".join(text))
+        if best is None:
+            raise typer.Exit(EXIT_NO)
+
+    run_safely(go)

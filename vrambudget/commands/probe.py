@@ -1,0 +1,78 @@
+"""`vrambudget probe`: real `vllm serve` startups that find the real ceiling, verify it, record and refit."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from .common import EXIT_NO, emit_json, run_safely
+from .options import DeploymentOptions, JsonOpt, TargetOpt, deployment_command
+
+
+def register(app: typer.Typer) -> None:
+    deployment_command(app, exclude=("max_model_len", "other_gpu_usage"), defaults={"gpu": "auto"})(probe)
+
+
+def probe(opts: DeploymentOptions,
+          bisect: Annotated[bool, typer.Option("--bisect", help="At a fixed GMU, find the largest max_model_len "
+                                               "that starts and serves (default mode).")] = True,
+          target_context: TargetOpt = None,
+          vllm_cmd: Annotated[str, typer.Option("--vllm-cmd", help="How to start vLLM's server.")] = "vllm serve",
+          port: Annotated[Optional[int], typer.Option("--port", help="Server port (default: a free one).")] = None,
+          dummy_weights: Annotated[bool, typer.Option("--dummy-weights", help="--load-format dummy: real shapes, "
+                                                      "random values, no download.")] = False,
+          startup_timeout: Annotated[float, typer.Option("--startup-timeout", help="Seconds per startup.")] = 900.0,
+          extra_args: Annotated[str, typer.Option("--extra-args", help="More vLLM flags, passed through.")] = "",
+          runs_dir: Annotated[Optional[str], typer.Option("--runs-dir", help="Where logs and records go "
+                                                          "(default: a new folder under the user data dir).")] = None,
+          verify: Annotated[bool, typer.Option("--verify/--no-verify", help="Prove the ceiling with a request of "
+                                               "about that many prompt tokens.")] = True,
+          allow_shared_gpu: Annotated[bool, typer.Option("--allow-shared-gpu")] = False,
+          max_startups: Annotated[int, typer.Option("--max-startups", min=1)] = 8,
+          simulate_gpu: Annotated[Optional[str], typer.Option("--simulate-gpu", help="Measure a smaller card from the "
+                                  "catalog on this bigger GPU: a helper process holds memory so vLLM sees that card's "
+                                  "free memory and budget.")] = None,
+          free_memory: Annotated[Optional[str], typer.Option("--free-memory", help="With --simulate-gpu or "
+                                 "--gpu-memory: the free memory vLLM should see at start (default: the card's total "
+                                 "less its CUDA context).")] = None,
+          max_model_len_cap: Annotated[Optional[str], typer.Option("--max-model-len", help="Bisect no higher than "
+                                       "this context (32768, 64k): the length you want to serve.")] = None,
+          turn_tokens: Annotated[int, typer.Option("--turn-tokens", min=0, help="Verify also with a multi-turn "
+                                 "session whose context grows by this many tokens a turn (0: off).")] = 0,
+          max_turns: Annotated[int, typer.Option("--max-turns", min=1, help="Turns of the multi-turn verify.")] = 12,
+          refit: Annotated[bool, typer.Option("--fit/--no-fit", help="Refit coefficients at the end.")] = True,
+          json_out: JsonOpt = False) -> None:
+    """Find the real ceiling with real `vllm serve` startups, verify it, record every startup, refit."""
+
+    def go() -> None:
+        import shlex
+        import time
+        from pathlib import Path
+
+        from ..output.render import probe_summary_text
+        from ..probe.session import ProbeOptions, Prober, simulation
+        from ..profiles import user_dir
+        from ..units import parse_tokens
+        from .fit import fit_and_report
+
+        sim = simulate_gpu or (opts.gpu_memory if free_memory else None)
+        d, c = opts.with_(gpu=simulate_gpu or (None if opts.gpu_memory else opts.gpu)).build()
+        sim_opts = simulation(d.gpu, free_memory) if sim else {}
+        rd = Path(runs_dir) if runs_dir else user_dir() / "runs" / time.strftime("%Y%m%d-%H%M%S")
+        rd.mkdir(parents=True, exist_ok=True)
+        o = ProbeOptions(vllm_cmd=shlex.split(vllm_cmd), port=port, dummy_weights=dummy_weights,
+                         startup_timeout=startup_timeout, extra_args=shlex.split(extra_args), runs_dir=rd,
+                         verify=verify, allow_shared_gpu=allow_shared_gpu, max_startups=max_startups,
+                         turn_tokens=turn_tokens, max_turns=max_turns,
+                         max_model_len=parse_tokens(max_model_len_cap) if max_model_len_cap else None, **sim_opts)
+        prober = Prober(d, c, o, report=lambda line: typer.echo(line, err=json_out))
+        summary = prober.target(parse_tokens(target_context)) if target_context else prober.bisect()
+        if refit and prober.records_path.exists():
+            summary["fit"] = fit_and_report([str(prober.records_path)], d.rules.version, d.gpu.key, d.model.ref,
+                                            None, quiet=json_out)
+        emit_json(summary) if json_out else typer.echo(probe_summary_text(summary))
+        if summary.get("failed"):
+            raise typer.Exit(EXIT_NO)
+
+    run_safely(go)

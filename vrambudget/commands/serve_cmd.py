@@ -1,0 +1,66 @@
+"""`vrambudget serve-cmd`: the `vllm serve` command for a configuration, as shell, systemd, compose or JSON."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Optional
+
+import typer
+
+from ..errors import UserError
+from .common import run_safely
+from .options import DeploymentOptions, deployment_command
+
+
+def register(app: typer.Typer) -> None:
+    deployment_command(app, "serve-cmd", exclude=("attention_backend",))(serve_cmd)
+
+
+def serve_cmd(opts: DeploymentOptions,
+              margin: Annotated[Optional[str], typer.Option("--margin", help="Stay this far below the predicted "
+                                                            "ceiling: tokens (4096) or a share (5%).")] = None,
+              fmt: Annotated[str, typer.Option("--format", help="shell | systemd | compose | json")] = "shell",
+              checkpoint: Annotated[Optional[str], typer.Option("--checkpoint", help="Model argument of the command "
+                                    "(default: the profile's Hugging Face id, or --model's folder/id).")] = None,
+              port: Annotated[int, typer.Option("--port")] = 8000,
+              served_model_name: Annotated[Optional[str], typer.Option("--served-model-name")] = None,
+              user: Annotated[Optional[str], typer.Option("--user", help="systemd: run as this user.")] = None,
+              out: Annotated[Optional[str], typer.Option("--out", help="Write to this file instead of stdout.")] = None,
+              force: Annotated[bool, typer.Option("--force", help="Replace --out if it exists.")] = False) -> None:
+    """Print the `vllm serve` command for a configuration (max_model_len: the predicted ceiling or
+    --margin below it) as a shell line, a systemd unit, a docker compose service or JSON."""
+
+    def go() -> None:
+        from pathlib import Path
+
+        from ..output import servecmd as sc
+        from ..predict import predict as run
+        from ..probe.session import model_arg
+
+        if fmt not in ("shell", "systemd", "compose", "json"):
+            raise UserError(f"--format {fmt!r}: use shell, systemd, compose or json")
+        d, c = opts.build()
+        p = run(d.with_(auto_fit=True), c)
+        if d.max_model_len_given:
+            p_given = run(d, c)
+            if not p_given.starts:
+                raise UserError("; ".join(p_given.reasons))
+            mml = d.max_model_len
+        else:
+            mml = sc.choose_max_model_len(p, margin)
+        ckpt = checkpoint or model_arg(d)
+        cmd = sc.build_command(d, p, ckpt, mml, port, served_model_name)
+        text = sc.render(cmd, fmt, f"vLLM {ckpt} (max_model_len {mml}, GMU {d.gmu:.2f}; vrambudget)",
+                         d.rules.version, port, user)
+        if out:
+            from ..profiles import write_text_atomic
+
+            if Path(out).exists() and not force:
+                raise UserError(f"{out} exists; pass --force to replace it")
+            write_text_atomic(Path(out), text)
+        else:
+            sys.stdout.write(text)
+        for w in cmd.warnings:
+            typer.echo(f"warning: {w}", err=True)
+
+    run_safely(go)
