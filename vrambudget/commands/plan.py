@@ -33,9 +33,9 @@ def plan(opts: DeploymentOptions,
         from tabulate import tabulate
 
         from ..output import servecmd as sc
-        from ..predict import plan as run_plan
+        from ..plan import plan as run_plan
+        from ..plan import what_would
         from ..predict import predict as run
-        from ..predict import what_would
         from ..probe.session import model_arg
         from ..units import parse_tokens
 

@@ -1,41 +1,31 @@
-"""`vrambudget probe`: find the real ceiling with real vLLM startups, prove it with a long request,
-and record every startup (one JSON line each) for `fit`.
-
-Search (bisect mode, fixed GMU), in units of the block size:
-  1. start at predict's ceiling;
-  2. a startup that runs tells the exact KV memory ("Available KV cache memory"): the planner turns
-     it into the next candidate; one that is refused tells vLLM's own "estimated maximum model
-     length", which is the answer;
-  3. the bracket [lo, hi) closes by bisection only when neither line is there.
-A failure right after a cold torch.compile is retried once (first boots profile a larger peak).
-"""
+"""`vrambudget probe`: find the real ceiling with real vLLM startups, prove it with real requests, and record
+every startup (one JSON line each) for `fit`. The searches themselves are pure (`search.py`); this module runs
+the startups they ask for: the server process (`server.py`), the verification (`verify.py`), the records
+(`records.py`) and, for a simulated smaller card, the memory blocker. A failure right after a cold torch.compile
+is retried once (first boots profile a larger peak)."""
 
 from __future__ import annotations
 
 import math
-import random
-import re
 import shlex
 import sys
-import time
-import urllib.error
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from .. import __version__
 from ..budget import activation, features
 from ..coefficients import Coefficients
 from ..deployment import Deployment, gmu_flag
 from ..errors import UserError
-from ..logparse import LogFacts, parse_log
 from ..kv.planner import ceiling_for, kv_needed_bytes
+from ..logparse import LogFacts, parse_log
 from ..predict import layout_for, min_gmu_for_context, predict
-from .server import GpuWatch, MemoryBlocker, ServerProcess, free_port, port_in_use
-from ..profiles import append_jsonl_atomic
 from ..units import GiB
+from . import records, search
+from .server import GpuWatch, MemoryBlocker, ServerProcess, free_port, port_in_use
+from .verify import Verifier, stalled
 
-SCHEMA = 1
+_stalled = stalled  # the name tests import
 
 
 @dataclass
@@ -126,38 +116,17 @@ def serve_args(d: Deployment, gmu: float, max_model_len: int, *, dummy: bool, po
     return args + extra
 
 
-class _PeakWatch:
-    """Samples GPU memory in a thread while a request runs; `peak` is the highest reading (bytes)."""
-
-    def __init__(self, gpu: GpuWatch, every: float = 0.2):
-        import threading
-
-        self.gpu, self.peak = gpu, gpu.used_bytes()
-        self._stop = threading.Event()
-        self._t = threading.Thread(target=self._run, args=(every,), daemon=True)
-        self._t.start()
-
-    def _run(self, every: float) -> None:
-        while not self._stop.wait(every):
-            used = self.gpu.used_bytes()
-            if used is not None and (self.peak is None or used > self.peak):
-                self.peak = used
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._t.join(timeout=2)
-
-
-_STATS = re.compile(r"Running: (\d+) reqs, Waiting: (\d+) reqs")
-
-
-def _stalled(log: str, seconds: float, interval: float = 10.0) -> bool:
-    """vLLM's periodic stats lines (every ~10 s) show the request waiting with nothing running for
-    `seconds`: it is never going to be scheduled (seen at the align-mode ceiling on vLLM 0.20.2)."""
-    stats = _STATS.findall(log)
-    need = max(1, int(seconds / interval))
-    tail = stats[-need:]
-    return len(tail) >= need and all(r == "0" and int(w) > 0 for r, w in tail)
+def warm_ceiling(d: Deployment, c: Coefficients, layout, f: LogFacts) -> int | None:
+    """The ceiling the planner gives for a log's available KV memory (vLLM's exact arithmetic). After a cold
+    compile the same length boots warm next time, with the cold-minus-warm profiling peak (from the coefficients)
+    more KV memory: that warm ceiling is returned."""
+    if f.available_kv_gib is None:
+        return None
+    gap = 0.0
+    if f.compile == "cold" and not d.enforce_eager:
+        feats = features(d)
+        gap = activation(feats, c) - activation(replace(feats, compile_cache="warm"), c)
+    return min(ceiling_for(layout, round(f.available_kv_gib * GiB + gap), d.rules), d.model.arch.max_position_embeddings)
 
 
 class _Exhausted(Exception):
@@ -165,7 +134,7 @@ class _Exhausted(Exception):
 
 
 class Prober:
-    """Runs startups one at a time; `report` receives one progress line per event."""
+    """Runs the startups a search asks for, one at a time; `report` receives one progress line per event."""
 
     def __init__(self, d: Deployment, c: Coefficients, opts: ProbeOptions, report: Callable[[str], None] = print):
         self.d, self.c, self.opts, self.report = d, c, opts, report
@@ -173,20 +142,84 @@ class Prober:
         self.attempts: list[Attempt] = []
         self.records_path = opts.runs_dir / "records.jsonl"
         self.layout = layout_for(d)
-        self.block = self.layout.block_size
         self._baseline: int | None = None
         self._earlier_logs = len(list(opts.runs_dir.glob("startup-*.log")))  # a runs dir used before
         self.blocker: MemoryBlocker | None = None
+        self.verifier = Verifier(self.gpu, vocab=d.model.arch.vocab_size, model=lambda: model_arg(d),
+                                 request_timeout=opts.request_timeout, stall_seconds=opts.stall_seconds, report=report)
 
-    # -- a smaller card on a bigger GPU ------------------------------------------------------
+    # -- the searches ---------------------------------------------------------------------------
+    def bisect(self) -> dict[str, Any]:
+        """Largest max_model_len that starts (and serves, with --verify) at the deployment's GMU."""
+        max_len = min(self.d.model.arch.max_position_embeddings, self.opts.max_model_len or 1 << 62)
+        # graph mode: every new max_model_len is a new compile-cache key, so its first boot is cold and a cold
+        # failure is retried warm; aim at the warm ceiling from the start
+        start = self.d if self.d.enforce_eager else self.d.with_(compile_cache="warm")
+        predicted = predict(start.with_(auto_fit=True), self.c).ceiling
+        return self._run("bisect", lambda: search.bisect(
+            self._trial("bisect"), gmu=self.d.gmu, block=self.layout.block_size, max_len=max_len,
+            predicted=predicted, verify=self.opts.verify, serving_gmu=self._serving_gmu, report=self.report))
+
+    def target(self, tokens: int) -> dict[str, Any]:
+        """Smallest GMU (0.01 steps) at which `tokens` start and serve."""
+        g = min_gmu_for_context(self.d.with_(max_model_len=tokens, auto_fit=False), self.c, tokens) or 0.99
+        return self._run("target", lambda: search.target(
+            self._trial("target"), tokens=tokens, start_gmu=g, need_bytes=kv_needed_bytes(self.layout, tokens,
+                                                                                        self.d.rules),
+            total_bytes=self.d.gpu.total_bytes), tokens=tokens)
+
+    def _run(self, mode: str, go: Callable[[], dict[str, Any]], **on_exhausted: Any) -> dict[str, Any]:
+        try:
+            self.simulate()
+            found = go()
+        except _Exhausted:
+            found = {**on_exhausted, "failed": "max_startups_reached"}
+        finally:
+            self.close()
+        return {"mode": mode, "startups": len(self.attempts), "records": str(self.records_path),
+                "attempts": [{"n": a.n, "gmu": a.gmu, "max_model_len": a.max_model_len, "outcome": a.outcome,
+                              "seconds": a.seconds, "verify": (a.verify or {}).get("ok")} for a in self.attempts],
+                **found}
+
+    def _trial(self, mode: str) -> search.TrialFn:
+        """The searches' callback: start (kept running while it may be verified), verify when asked, stop."""
+        def trial(gmu: float, mml: int, verify_if: Callable[[int | None], bool]) -> search.Trial:
+            att, srv = self.run_startup(gmu, mml, mode, keep=self.opts.verify)
+            f = att.facts
+            exact = warm_ceiling(self.d, self.c, self.layout, f) if att.outcome == "started" else None
+            verified = None
+            if srv is not None:
+                if verify_if(exact):
+                    verified = self.verify(att, srv)
+                srv.stop()
+                self._release()
+                if verified is not None:
+                    records.append(self.records_path, records.verify_record(
+                        n=att.n, gmu=att.gmu, max_model_len=att.max_model_len, verify=att.verify or {},
+                        log=att.log, inputs=self.d.inputs()))
+            v = att.verify or {}
+            return search.Trial(att.n, att.outcome, exact, f.estimated_max_model_len,
+                                f.available_kv_gib * GiB if f.available_kv_gib is not None else None,
+                                f.needed_kv_gib * GiB if f.needed_kv_gib is not None else None, verified,
+                                bool(v.get("runtime_oom") or v.get("server_died")) and not v.get("stalled"))
+        return trial
+
+    def _serving_gmu(self, gmu: float, mml: int) -> float | None:
+        """After a runtime OOM at `gmu`: predict's highest GMU that serves the verify prompt, when it is lower
+        than `gmu` (the OOM is the margin's); None when the model says `gmu` should have served."""
+        n = int(mml * self.opts.verify_fraction)
+        p = predict(self.d.with_(gmu=gmu, max_model_len=mml, auto_fit=False), self.c, prompt_tokens=n)
+        g = p.max_serving_gmu
+        return g if g is not None and 0.05 <= g < gmu else None
+
+    # -- one startup ----------------------------------------------------------------------------
     def simulate(self) -> None:
-        """Start the blocker so that vLLM's first snapshot sees `simulate_free_bytes` free: it must
-        also leave room for vLLM's own CUDA context on the real GPU."""
+        """Start the blocker so that vLLM's first snapshot sees `simulate_free_bytes` free: it must also leave
+        room for vLLM's own CUDA context on the real GPU."""
         o = self.opts
         if o.simulate_free_bytes is None:
             return
-        target = o.simulate_free_bytes + o.real_context_bytes
-        self.blocker = MemoryBlocker(target, o.blocker_cmd)
+        self.blocker = MemoryBlocker(o.simulate_free_bytes + o.real_context_bytes, o.blocker_cmd)
         free = self.blocker.start()
         self.report(f"simulating {self.d.gpu.name}: a blocker (pid {self.blocker.pid}) holds the GPU down to "
                     f"{free / GiB:.2f} GiB free; vLLM's context takes ~{o.real_context_bytes / GiB:.2f} GiB of it, "
@@ -197,7 +230,6 @@ class Prober:
             self.blocker.stop()
             self.blocker = None
 
-    # -- one startup -------------------------------------------------------------------------
     def _preflight(self) -> int:
         port = self.opts.port or free_port()
         if port_in_use(port):
@@ -232,14 +264,10 @@ class Prober:
 
         res = srv.wait_ready(self.opts.startup_timeout, tick)
         facts = parse_log(srv.log_text())
-        if res.state == "ready":
-            outcome = "started"
-        elif res.state == "timeout":
-            outcome = "timed_out"
-        else:
-            outcome = facts.outcome if facts.outcome not in ("started", "unknown", "incomplete") else "crashed"
+        outcome = {"ready": "started", "timeout": "timed_out"}.get(res.state) or (
+            facts.outcome if facts.outcome not in ("started", "unknown", "incomplete") else "crashed")
         att = Attempt(n, gmu, mml, outcome, round(res.seconds, 1), facts, log)
-        self.report(f"{label} @ GMU {gmu_flag(gmu)}: {outcome} ({res.seconds:.0f} s)" + self._detail(facts))
+        self.report(f"{label} @ GMU {gmu_flag(gmu)}: {outcome} ({res.seconds:.0f} s)" + _detail(facts))
         if outcome == "started" and keep:
             return att, srv
         srv.stop()
@@ -251,103 +279,42 @@ class Prober:
         if not self.gpu.wait_released(self._baseline):
             self.report("warning: GPU memory did not come back within 120 s after stopping the server")
 
-    @staticmethod
-    def _detail(f: LogFacts) -> str:
-        bits = []
-        if f.available_kv_gib is not None:
-            bits.append(f"KV {f.available_kv_gib:.2f} GiB")
-        if f.estimated_max_model_len:
-            bits.append(f"vLLM estimate {f.estimated_max_model_len:,}")
-        if f.max_model_len and f.auto_fit_to:
-            bits.append(f"auto-fit {f.auto_fit_to:,}")
-        return f" [{', '.join(bits)}]" if bits else ""
-
     def record(self, att: Attempt, mode: str) -> None:
         self.attempts.append(att)
         d = self.d.with_(gmu=att.gmu, max_model_len=max(att.max_model_len, 1), auto_fit=False,
                          compile_cache=att.facts.compile or self.d.compile_cache)
-        pred = predict(d, self.c)
-        rec = {
-            "schema": SCHEMA, "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "tool": f"vrambudget {__version__}",
-            "mode": mode, "attempt": att.n, "outcome": att.outcome, "seconds": att.seconds,
-            "retry_of_cold_compile": att.retry_of_cold_compile,
-            "inputs": {**self.d.inputs(), "gpu_memory_utilization": att.gmu, "max_model_len": att.max_model_len},
-            "vllm_version": att.facts.vllm_version, "driver_version": self.gpu.driver,
-            "gpu_name": self.gpu.name or self.d.gpu.name, "gpu_key": self.d.gpu.key,
-            "features": asdict(features(d)), "facts": att.facts.to_dict(), "log": str(att.log),
-            "predicted": {"available_kv_bytes": pred.budget.available_kv_bytes, "ceiling": pred.ceiling,
-                          "activation_bytes": pred.budget.activation_bytes},
-            "verify": att.verify,
-            "simulated": ({"free_bytes": self.opts.simulate_free_bytes, "real_total_bytes": self.opts.real_total_bytes,
-                           "real_context_bytes": self.opts.real_context_bytes} if self.blocker else None),
-        }
-        append_jsonl_atomic(self.records_path, rec)
+        o = self.opts
+        sim = ({"free_bytes": o.simulate_free_bytes, "real_total_bytes": o.real_total_bytes,
+                "real_context_bytes": o.real_context_bytes} if self.blocker else None)
+        records.append(self.records_path, records.startup_record(
+            d=d, predicted=predict(d, self.c), mode=mode, n=att.n, outcome=att.outcome, seconds=att.seconds,
+            retry_of_cold_compile=att.retry_of_cold_compile, facts=att.facts, log=att.log, gmu=att.gmu,
+            max_model_len=att.max_model_len, inputs=self.d.inputs(), gpu_key=self.d.gpu.key,
+            gpu_name=self.gpu.name or self.d.gpu.name, driver=self.gpu.driver, simulated=sim, verify=att.verify))
 
     def run_startup(self, gmu: float, mml: int, mode: str, keep: bool = False) -> tuple[Attempt, ServerProcess | None]:
         """A startup, recorded. A failure right after a cold torch.compile (the first boot of a new
         compile-cache key profiles a larger peak) gets one recorded retry, which boots warm."""
         att, srv = self.startup(gmu, mml, keep=keep)
         self.record(att, mode)
-        cold_fail = att.outcome not in ("started", "insufficient_free_memory", "timed_out") and \
-            att.facts.compile == "cold"
-        if cold_fail:
+        if att.outcome not in ("started", "insufficient_free_memory", "timed_out") and att.facts.compile == "cold":
             self.report(f"[{att.n}] failed right after a cold torch.compile: retrying once with the cache warm")
             att, srv = self.startup(gmu, mml, keep=keep)
             att.retry_of_cold_compile = True
             self.record(att, mode)
         return att, srv
 
-    # -- verification ------------------------------------------------------------------------
-    def _request(self, srv: ServerProcess, ids: list[int]) -> dict[str, Any]:
-        """One completion of `ids`, watching NVML and the server log; never raises."""
-        import threading
-
-        before = self.gpu.used_bytes()
-        log_mark = len(srv.log_text())
-        t0 = time.monotonic()
-        res: dict[str, Any] = {"ok": True, "err": None, "usage": {}}
-        model = srv.served_model() or model_arg(self.d)
-
-        def call() -> None:
-            try:
-                res["usage"] = srv.complete(ids, 16, model, self.opts.request_timeout).get("usage", {})
-            except (urllib.error.URLError, OSError, ValueError) as e:
-                res["ok"], res["err"] = False, str(e)[:300]
-
-        peak = _PeakWatch(self.gpu)
-        worker = threading.Thread(target=call, daemon=True)
-        worker.start()
-        stalled = False
-        while worker.is_alive():
-            worker.join(timeout=2.0)
-            if worker.is_alive() and _stalled(srv.log_text()[log_mark:], self.opts.stall_seconds):
-                stalled = True  # measured on vLLM 0.20.2: a request that is never scheduled waits forever
-                break
-        peak.stop()
-        died = srv.proc is not None and srv.proc.poll() is not None
-        oom = "out of memory" in srv.log_text()[log_mark:].lower()
-        err = "request never scheduled (vLLM kept it waiting with 0 running)" if stalled else res["err"]
-        return {"ok": res["ok"] and not died and not oom and not stalled, "prompt_tokens": len(ids),
-                "seconds": round(time.monotonic() - t0, 1), "usage": res["usage"], "error": err, "runtime_oom": oom,
-                "server_died": died, "stalled": stalled, "gpu_used_before": before, "gpu_used_peak": peak.peak}
-
-    def _ids(self, n: int, seed: int) -> list[int]:
-        vocab = self.d.model.arch.vocab_size
-        rng = random.Random(seed)
-        return [rng.randrange(1000, max(1001, vocab - 1000)) for _ in range(n)]
-
+    # -- verification ---------------------------------------------------------------------------
     def verify(self, att: Attempt, srv: ServerProcess) -> bool:
-        """Prove the length serves: one long prompt of about `max_model_len` tokens, then (with
-        `turn_tokens`) a multi-turn session whose context grows by `turn_tokens` a turn, as an agent's
-        does, bounded in turns and time. A runtime OOM or a dead server fails it."""
-        n = max(1, int(att.max_model_len * self.opts.verify_fraction) - 16)
-        self.report(f"[{att.n}] verify: one request of {n:,} prompt tokens")
-        v = self._request(srv, self._ids(n, 0))
-        self.report(f"[{att.n}] verify: {'completed' if v['ok'] else 'FAILED' + (' (runtime OOM)' if v['runtime_oom'] else '')} "
-                    f"({v['seconds']:.0f} s)")
+        """Prove the length serves: one long prompt of about `max_model_len` tokens, then (with `turn_tokens`) a
+        multi-turn session whose context grows by `turn_tokens` a turn, as an agent's does. A runtime OOM or a
+        dead server fails it."""
+        limit = max(1, int(att.max_model_len * self.opts.verify_fraction) - 16)
+        v = self.verifier.long_prompt(att.n, limit, srv)
         att.verify = {**v, "stages": [{"kind": "long_prompt", **v}]}
         if v["ok"] and self.opts.turn_tokens:
-            turns = self.multi_turn(att, srv)
+            turns = self.verifier.multi_turn(att.n, srv, step=self.opts.turn_tokens, limit=limit,
+                                             max_turns=self.opts.max_turns, seconds=self.opts.multi_turn_seconds)
             att.verify["stages"].append(turns)
             att.verify["ok"] = turns["ok"]
             for k in ("runtime_oom", "server_died"):
@@ -357,206 +324,13 @@ class Prober:
                 att.verify["gpu_used_peak"] = max(att.verify["gpu_used_peak"], *peaks)
         return bool(att.verify["ok"])
 
-    def multi_turn(self, att: Attempt, srv: ServerProcess) -> dict[str, Any]:
-        """A conversation that grows by `turn_tokens` new tokens a turn (the earlier turns are its
-        prefix) until it reaches the verify length, `max_turns` or `multi_turn_seconds`."""
-        step, limit = self.opts.turn_tokens, int(att.max_model_len * self.opts.verify_fraction) - 16
-        convo: list[int] = []
-        turns: list[dict[str, Any]] = []
-        t0 = time.monotonic()
-        ok = True
-        while len(turns) < self.opts.max_turns and time.monotonic() - t0 < self.opts.multi_turn_seconds:
-            convo = convo + self._ids(min(step, limit - len(convo)), 1000 + len(turns))
-            r = self._request(srv, convo)
-            turns.append(r)
-            self.report(f"[{att.n}] verify turn {len(turns)}: {len(convo):,} tokens of context: "
-                        f"{'ok' if r['ok'] else 'FAILED' + (' (runtime OOM)' if r['runtime_oom'] else '')} ({r['seconds']:.0f} s)")
-            if not r["ok"]:
-                ok = False
-                break
-            if len(convo) >= limit:
-                break
-        return {"kind": "multi_turn", "ok": ok, "turn_tokens": step, "accumulated_tokens": len(convo),
-                "turns": turns, "runtime_oom": any(t["runtime_oom"] for t in turns),
-                "server_died": any(t["server_died"] for t in turns)}
 
-    # -- searches ----------------------------------------------------------------------------
-    def _round(self, tokens: int) -> int:
-        return max(self.block, tokens // self.block * self.block)
-
-    def _from_available(self, f: LogFacts) -> int | None:
-        """The ceiling the planner gives for the log's available KV memory (vLLM's exact arithmetic).
-        After a cold compile the same length boots warm next time, with the cold-minus-warm
-        profiling peak (from the coefficients) more KV memory: that warm ceiling is returned."""
-        if f.available_kv_gib is None:
-            return None
-        gap = 0.0
-        if f.compile == "cold" and not self.d.enforce_eager:
-            feats = features(self.d)
-            gap = activation(feats, self.c) - activation(replace(feats, compile_cache="warm"), self.c)
-        c = ceiling_for(self.layout, round(f.available_kv_gib * GiB + gap), self.d.rules)
-        return min(c, self.d.model.arch.max_position_embeddings)
-
-    def bisect(self) -> dict[str, Any]:
-        """Largest max_model_len that starts (and serves, with --verify) at the deployment's GMU."""
-        try:
-            self.simulate()
-            return self._bisect()
-        except _Exhausted:
-            return self._summary("bisect", failed="max_startups_reached")
-        finally:
-            self.close()
-
-    def target(self, tokens: int) -> dict[str, Any]:
-        """Smallest GMU (0.01 steps) at which `tokens` start and serve."""
-        try:
-            self.simulate()
-            return self._target(tokens)
-        except _Exhausted:
-            return self._summary("target", failed="max_startups_reached", tokens=tokens)
-        finally:
-            self.close()
-
-    def _bisect(self) -> dict[str, Any]:
-        """Invariant: `lo` started, `hi` did not start or did not serve (exclusive bound)."""
-        gmu, max_len, b = self.d.gmu, self.d.model.arch.max_position_embeddings, self.block
-        if self.opts.max_model_len:
-            max_len = min(max_len, self.opts.max_model_len)
-        runtime_ooms: list[float] = []  # GMUs at which a length started but a request ran out of memory
-        # graph mode: every new max_model_len is a new compile-cache key, so its first boot is cold and
-        # a cold failure is retried warm; aim at the warm ceiling from the start
-        start = self.d if self.d.enforce_eager else self.d.with_(compile_cache="warm")
-        predicted = predict(start.with_(auto_fit=True), self.c).ceiling
-        lo, hi = 0, max_len + 1
-        served = 0  # largest length verified to serve
-        serve_failed = False  # after a runtime OOM every started candidate is verified
-        cand = self._round(predicted) if predicted else b
-        while True:
-            cand = max(b, min(cand, max_len, max_len if hi > max_len else self._round(hi - 1)))
-            att, srv = self.run_startup(gmu, cand, "bisect", keep=self.opts.verify)
-            f = att.facts
-            if att.outcome == "started":
-                exact = self._from_available(f)
-                final = serve_failed or cand >= max_len or cand + b >= hi or (exact is not None and exact <= cand)
-                if not final:
-                    if srv is not None:
-                        srv.stop()
-                        self._release()
-                    lo = cand
-                    cand = exact if exact is not None and exact > cand else self._mid(lo, hi)
-                    continue
-                if srv is not None:
-                    ok = self.verify(att, srv)
-                    srv.stop()
-                    self._release()
-                    self._rewrite_verify(att)
-                    oom = not ok and self._runtime_oom(att)
-                    if oom:
-                        runtime_ooms.append(gmu)
-                    lower = self._serving_gmu(gmu, att) if oom else None
-                    if lower is not None:
-                        # it started, then ran out of memory outside the budget, as predicted for this GMU:
-                        # a lower GMU leaves more room (a length-bound OOM lowers the length below)
-                        self.report(f"[{att.n}] runtime OOM at GMU {gmu:.2f} (a startup-only probe would have "
-                                    f"certified it); trying GMU {lower:.2f}, the highest predicted to serve")
-                        gmu, lo, hi, served, serve_failed = lower, 0, max_len + 1, 0, False
-                        continue
-                    if not ok:  # it starts but does not serve: the ceiling is lower
-                        serve_failed, hi = True, cand
-                        nxt = self._mid(served, hi) if served else self._round(int(cand * 0.9))
-                        if nxt <= served:
-                            return self._summary("bisect", ceiling=served, predicted=predicted, bracket=[served, hi])
-                        cand = nxt
-                        continue
-                served = lo = cand
-                if serve_failed and cand + b < hi:
-                    cand = self._mid(cand, hi)
-                    if cand > served:
-                        continue
-                return self._summary("bisect", ceiling=served, predicted=predicted, bracket=[served, hi],
-                                     gmu=gmu, runtime_oom_gmus=runtime_ooms)
-            if att.outcome == "kv_too_small":
-                hi = min(hi, cand)
-                est = f.estimated_max_model_len
-                if est is not None:
-                    hi = min(hi, est + 1)
-                nxt = est if est is not None and est > lo else self._mid(lo, hi)
-                if lo and nxt <= lo:
-                    cand = lo  # bracket closed on a length that started but was not verified
-                    hi = lo + 1 if self.opts.verify else hi
-                    if not self.opts.verify:
-                        return self._summary("bisect", ceiling=lo, predicted=predicted, bracket=[lo, hi])
-                    continue
-                cand = nxt
-                continue
-            return self._summary("bisect", failed=att, predicted=predicted)
-
-    @staticmethod
-    def _runtime_oom(att: Attempt) -> bool:
-        v = att.verify or {}
-        return bool(v.get("runtime_oom") or v.get("server_died")) and not v.get("stalled")
-
-    def _serving_gmu(self, gmu: float, att: Attempt) -> float | None:
-        """After a runtime OOM at `gmu`: predict's highest GMU that serves the verify prompt, when it is
-        lower than `gmu` (the OOM is the margin's); None when the model says `gmu` should have served."""
-        n = int(att.max_model_len * self.opts.verify_fraction)
-        p = predict(self.d.with_(gmu=gmu, max_model_len=att.max_model_len, auto_fit=False), self.c,
-                    prompt_tokens=n)
-        g = p.max_serving_gmu
-        return g if g is not None and 0.05 <= g < gmu else None
-
-    def _mid(self, lo: int, hi: int) -> int:
-        return self._round(lo + (hi - lo) // 2) if hi - lo > self.block else lo
-
-    def _rewrite_verify(self, att: Attempt) -> None:
-        """The verify result belongs to the startup's record: append it as its own line."""
-        rec = {"schema": SCHEMA, "kind": "verify", "attempt": att.n, "max_model_len": att.max_model_len,
-               "gmu": att.gmu, "verify": att.verify, "log": str(att.log),
-               "inputs": {**self.d.inputs(), "gpu_memory_utilization": att.gmu, "max_model_len": att.max_model_len}}
-        append_jsonl_atomic(self.records_path, rec)
-
-    def _target(self, tokens: int) -> dict[str, Any]:
-        """Invariant: `ok_g` started and served `tokens`; `bad_g` did not. GMU moves in 0.01 steps, by
-        as many steps as the logged KV memory says are missing (or spare)."""
-        total = self.d.gpu.total_bytes
-        need = kv_needed_bytes(self.layout, tokens, self.d.rules)
-        g = min_gmu_for_context(self.d.with_(max_model_len=tokens, auto_fit=False), self.c, tokens) or 0.99
-        ok_g: float | None = None
-        bad_g: float | None = None
-
-        def steps(nbytes: float) -> float:  # GMU change (0.01 steps, at least one) worth `nbytes`
-            return max(1, math.ceil(nbytes / total * 100 - 1e-9)) / 100
-
-        while 0.01 <= g <= 0.99 and (ok_g is None or g < ok_g) and (bad_g is None or g > bad_g):
-            att, srv = self.run_startup(g, tokens, "target", keep=self.opts.verify)
-            f = att.facts
-            if att.outcome == "started":
-                served = True
-                if srv is not None:
-                    served = self.verify(att, srv)
-                    srv.stop()
-                    self._release()
-                    self._rewrite_verify(att)
-                if not served and self._runtime_oom(att):
-                    # a higher GMU leaves even less room outside the budget: no GMU serves these tokens
-                    return self._summary("target", failed="runtime_oom", tokens=tokens, runtime_oom_gmus=[g])
-                if not served:  # started, but the request was never scheduled: more KV cache
-                    bad_g, g = g, round(g + 0.01, 2)
-                    continue
-                ok_g = g
-                slack = f.available_kv_gib * GiB - need if f.available_kv_gib is not None else 0.0
-                g = round(g - (steps(slack) if slack > 0.01 * total else 0.01), 2)
-            elif att.outcome == "kv_too_small":
-                bad_g = g
-                short = (f.needed_kv_gib - f.available_kv_gib) * GiB \
-                    if f.needed_kv_gib is not None and f.available_kv_gib is not None else 0.0
-                g = round(g + steps(short), 2)
-            else:
-                return self._summary("target", failed=att, tokens=tokens)
-        return self._summary("target", min_gmu=ok_g, tokens=tokens)
-
-    def _summary(self, mode: str, **kw: Any) -> dict[str, Any]:
-        return {"mode": mode, "startups": len(self.attempts), "records": str(self.records_path),
-                "attempts": [{"n": a.n, "gmu": a.gmu, "max_model_len": a.max_model_len, "outcome": a.outcome,
-                              "seconds": a.seconds, "verify": (a.verify or {}).get("ok")} for a in self.attempts],
-                **{k: (v.outcome if isinstance(v, Attempt) else v) for k, v in kw.items()}}
+def _detail(f: LogFacts) -> str:
+    bits = []
+    if f.available_kv_gib is not None:
+        bits.append(f"KV {f.available_kv_gib:.2f} GiB")
+    if f.estimated_max_model_len:
+        bits.append(f"vLLM estimate {f.estimated_max_model_len:,}")
+    if f.max_model_len and f.auto_fit_to:
+        bits.append(f"auto-fit {f.auto_fit_to:,}")
+    return f" [{', '.join(bits)}]" if bits else ""
