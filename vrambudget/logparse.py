@@ -69,6 +69,23 @@ CRASH = re.compile(r"Traceback \(most recent call last\)|Engine core initializat
 READY = re.compile(r"Application startup complete|Starting vLLM API server|init engine \(profile, create kv cache")
 
 
+# lines that state one figure: pattern key -> (LogFacts field, type, milestone it marks, keep the first only)
+ONE_FIGURE: dict[str, tuple[str, type, str | None, bool]] = {
+    "requested": ("requested_gib", float, None, False),
+    "weights": ("weights_gib", float, "loaded", False),
+    "v0_weights": ("weights_gib", float, "loaded", False),  # printed as "GB", computed in GiB
+    "block_size": ("block_size", int, None, False),
+    "profiling_seconds": ("profiling_seconds", float, None, True),
+    "cudagraph_estimate": ("cudagraph_estimate_gib", float, None, False),
+    "available_kv": ("available_kv_gib", float, "profiled", False),
+    "graph_capture": ("cudagraph_actual_gib", float, "captured", False),
+    "max_len_used": ("max_model_len_default", int, None, True),
+    "estimated_max": ("estimated_max_model_len", int, None, False),
+    "compile_key": ("compile_key", str, None, True),
+    "int4_kernel": ("int4_kernel", str, None, True),
+}
+
+
 @dataclass
 class LogFacts:
     """Everything a startup log states. GiB figures are as logged (2 decimals)."""
@@ -121,7 +138,13 @@ def parse_log(text: str) -> LogFacts:
             if not m:
                 continue
             g = m.groups()
-            if key in ("vllm_version", "version_line") and not f.vllm_version:
+            if key in ONE_FIGURE:
+                name, kind, milestone, first_only = ONE_FIGURE[key]
+                if not (first_only and getattr(f, name) is not None):
+                    setattr(f, name, kind(g[0]))
+                    if milestone:
+                        milestones.append(milestone)
+            elif key in ("vllm_version", "version_line") and not f.vllm_version:
                 f.vllm_version = g[0]
             elif key == "args" and not args_seen:
                 args_seen = True
@@ -133,22 +156,8 @@ def parse_log(text: str) -> LogFacts:
                 f.args.setdefault("max_num_batched_tokens", int(g[0]))
             elif key == "snapshot":
                 f.free_at_start_gib, f.total_gib, f.cuda_context_gib = map(float, g)
-            elif key == "requested":
-                f.requested_gib = float(g[0])
-            elif key == "weights":
-                f.weights_gib = float(g[0])
-                milestones.append("loaded")
-            elif key == "block_size":
-                f.block_size = int(g[0])
             elif key == "profiling":
                 f.non_kv_gib, f.activation_gib, f.non_torch_gib, _w = map(float, g)
-                milestones.append("profiled")
-            elif key == "profiling_seconds" and f.profiling_seconds is None:
-                f.profiling_seconds = float(g[0])
-            elif key == "cudagraph_estimate":
-                f.cudagraph_estimate_gib = float(g[0])
-            elif key == "available_kv":
-                f.available_kv_gib = float(g[0])
                 milestones.append("profiled")
             elif key == "padding":
                 pad = (int(g[0]), float(g[1]))
@@ -164,13 +173,6 @@ def parse_log(text: str) -> LogFacts:
             elif key == "concurrency":
                 f.concurrency_len, f.concurrency = int(_f(g[0])), float(g[1])
                 f.max_model_len = f.max_model_len or f.concurrency_len
-            elif key == "graph_capture":
-                f.cudagraph_actual_gib = float(g[0])
-                milestones.append("captured")
-            elif key == "max_len_used" and f.max_model_len_default is None:
-                f.max_model_len_default = int(g[0])
-            elif key == "estimated_max":
-                f.estimated_max_model_len = int(g[0])
             elif key == "needed_kv":
                 f.needed_kv_gib = float(g[0])
                 if f.available_kv_gib is None:
@@ -192,9 +194,6 @@ def parse_log(text: str) -> LogFacts:
                 f.cudagraph_actual_gib = float(g[2])
             elif key == "v0_version" and not f.vllm_version:
                 f.vllm_version = g[0]
-            elif key == "v0_weights":
-                f.weights_gib = float(g[0])  # printed as "GB", computed in GiB
-                milestones.append("loaded")
             elif key == "v0_profile":
                 f.total_gib, f.non_torch_gib, f.available_kv_gib = float(g[0]), float(g[1]), float(g[2])
                 f.args.setdefault("gpu_memory_utilization", float(g[3]))
@@ -211,10 +210,6 @@ def parse_log(text: str) -> LogFacts:
             elif key == "v0_too_small":
                 f.max_model_len, f.kv_cache_tokens = int(g[0]), int(g[1])
                 f.estimated_max_model_len = int(g[1])
-            elif key == "compile_key" and f.compile_key is None:
-                f.compile_key = g[0]
-            elif key == "int4_kernel" and f.int4_kernel is None:
-                f.int4_kernel = g[0]
             elif key == "lab_max_len" and int(g[0]) > 0:
                 f.max_model_len = int(g[0])
         if "Compiling a graph for" in line and f.compile is None:

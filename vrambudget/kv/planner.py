@@ -1,7 +1,7 @@
 """vLLM's KV cache plan, reproduced exactly: block size, groups and padding layers, number of
 blocks, concurrency, the logged "GPU KV cache size" and the longest max_model_len that starts.
 
-Pure arithmetic over the specs of `kvspec.py`; version differences come from `vllm_rules.py`.
+Pure arithmetic over the specs of `kv/spec.py`; version differences come from `vllm_rules.py`.
 """
 
 from __future__ import annotations

@@ -1,0 +1,178 @@
+"""The lab runner: real vLLM on the GPU host, as a plan file says (benchmarks/lab/plans/*.json).
+
+On the host (device tool), from the repository root:
+  python3 benchmarks/lab/run.py PLAN            every step of the plan in turn (finished ones are skipped:
+                                                state in /tmp/lab, so one command can span several calls)
+  python3 benchmarks/lab/run.py PLAN TAG ...    only these steps
+  python3 benchmarks/lab/run.py PLAN part       copy the carried bundle part (one per call) to the parts folder
+  python3 benchmarks/lab/run.py PLAN cache      the JIT caches (Triton, FlashInfer) to $OUT, for the next host
+Here (no GPU): `python3 benchmarks/lab/run.py PLAN --list` prints the steps and the fixture each one made.
+
+A plan names its vLLM bundle, its environment, the model folders written on the host (from a fixture config, a
+bundled profile or drafter, with stand-in processor files), and its steps: `startup` (one in-process engine
+startup through benchmarks/lab/startup.py, a JSON config), `probe` (`vrambudget probe` with these arguments),
+`serve` (one `vllm serve` startup with these arguments, stopped once it is up), `ctx` (the CUDA context of a
+bare process). Each step names the fixture it made; step logs go to $OUT/TAG.log
+and /tmp/lab, probe folders to $OUT/TAG.tgz.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+STATE = Path("/tmp/lab")
+CTX = ("import torch; torch.cuda.init(); f0,t=torch.cuda.mem_get_info(); x=torch.zeros(1,device='cuda'); "
+       "torch.cuda.synchronize(); f1,_=torch.cuda.mem_get_info(); p=torch.cuda.get_device_properties(0); "
+       "print('LAB ctx total',t,'used_after_init',t-f0,'used_after_first_alloc',t-f1,'sms',p.multi_processor_count,"
+       "'name',p.name)")
+
+
+def load(plan: str) -> dict:
+    path = Path(plan) if Path(plan).is_file() else HERE / "plans" / f"{plan}.json"
+    return json.loads(path.read_text())
+
+
+def sh(cmd: str, env: dict | None = None, timeout: float | None = None, log: Path | None = None) -> int:
+    with open(log, "ab") if log else open(os.devnull, "wb") as out:
+        try:
+            return subprocess.run(cmd, shell=True, env=env, stdout=out if log else None,
+                                  stderr=subprocess.STDOUT if log else None, timeout=timeout).returncode
+        except subprocess.TimeoutExpired:
+            return 124
+
+
+def prepare(p: dict) -> dict:
+    """Unpack the bundle and the JIT cache once, write the model folders, run the plan's setup lines."""
+    b = p["bundle"]
+    site, parts = Path(b["site"]), Path(b["parts"])
+    if not (site / "vllm" / "__init__.py").is_file():
+        site.mkdir(parents=True, exist_ok=True)
+        sh(f"cat {parts}/part-* | xz -d | tar x -C {site}")
+    cache = ROOT / b.get("jit_cache", b["dir"] + "/jit-cache.tgz")
+    if cache.is_file() and not Path("/tmp/lab/.jit").exists():
+        sh(f"tar -xzf {cache} -C ~ && mkdir -p /tmp/lab && touch /tmp/lab/.jit")
+    for dest, m in p.get("models", {}).items():
+        if (Path(dest) / "config.json").is_file():
+            continue
+        cfg = _model_config(m)
+        src = Path(f"/tmp/lab/cfg{dest.replace('/', '_')}")
+        src.mkdir(parents=True, exist_ok=True)
+        (src / "config.json").write_text(json.dumps(cfg, indent=1))
+        if m.get("processor"):
+            sh(f"python3 {HERE}/fake_processor.py {src} {dest}")
+        else:
+            shutil.copytree(src, dest, dirs_exist_ok=True)
+    for line in p.get("setup", []):
+        sh(line)
+    env = {**os.environ, **p.get("env", {}), "PYTHONUNBUFFERED": "1"}
+    env["PYTHONPATH"] = ":".join(p.get("pythonpath_first", []) + [str(site)])
+    return env
+
+
+def _model_config(m: dict) -> dict:
+    if "fixture" in m:
+        cfg = json.loads((ROOT / m["fixture"] / "config.json").read_text())
+    elif "profile" in m:
+        cfg = json.loads((ROOT / "profiles" / "models" / f"{m['profile']}.json").read_text())["config"]
+    else:
+        cfg = json.loads((ROOT / "profiles" / "drafters" / f"{m['drafter']}.json").read_text())["config"]
+    return {**cfg, **m.get("config_updates", {})}
+
+
+def run_step(s: dict, env: dict, p: dict) -> None:
+    tag, out = s["tag"], Path(os.environ.get("OUT", "/tmp/labout"))
+    done, log = STATE / f"{tag}.done", STATE / f"{tag}.log"
+    if done.exists():
+        return
+    env = {**env, **s.get("env", {})}
+    timeout = s.get("timeout", 560)
+    log.write_text("")
+    if "startup" in s:
+        env.update(VLLM_ENABLE_V1_MULTIPROCESSING="0", VLLM_LOGGING_LEVEL="DEBUG")
+        rc = sh(f"python3 {HERE}/startup.py '{json.dumps(s['startup'])}'", env, timeout, log)
+        ok = "LAB done" in log.read_text(errors="replace")
+    elif "serve" in s:  # one `vllm serve` startup (vLLM's own auto-fit, say), stopped once it is up
+        srv = subprocess.Popen(f"exec python3 -m vllm.entrypoints.cli.main serve {s['serve']}", shell=True, env=env,
+                               stdout=open(log, "ab"), stderr=subprocess.STDOUT, start_new_session=True)
+        rc = _wait_up(srv, log, timeout)
+        ok = rc == 0
+    elif "probe" in s:
+        runs = STATE / tag
+        runs.mkdir(parents=True, exist_ok=True)
+        env["PYTHONPATH"] = f"{env['PYTHONPATH']}:{ROOT}"
+        extra = " ".join(["--skip-tokenizer-init", p.get("probe_extra", ""), s.get("vllm_extra", "")]).strip()
+        rc = sh(f"python3 -m vrambudget.cli probe {s['probe']} --vllm-cmd 'python3 -m vllm.entrypoints.cli.main "
+                f"serve' --dummy-weights --extra-args '{extra}' --runs-dir {runs}", env, timeout, runs / "probe.txt")
+        text = (runs / "probe.txt").read_text(errors="replace")
+        ok = any(k in text for k in ("\nceiling", "\nsmallest", "probe stopped"))
+        sh(f"cp {runs}/probe.txt {log}; tar -C {STATE} -czf {out}/{tag}.tgz {tag}")
+    else:
+        rc = sh(f"nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv; "
+                f"python3 -c \"{CTX}\"", env, timeout, log)
+        ok = rc == 0
+    with open(log, "a") as f:
+        f.write(f"rc {rc}\n")
+    if ok:
+        done.touch()
+    shutil.copy(log, out / f"{tag}.log")
+    print(f"== {tag}: rc {rc}{'' if ok else ' (not finished: runs again next call)'}")
+    print("\n".join(line for line in log.read_text(errors="replace").splitlines()[-400:]
+                    if line.startswith(("LAB", "rc ", "[")) or "Available KV" in line or "Model loading took" in line
+                    or "torch peak" in line or "ceiling" in line)[-3000:])
+
+
+def _wait_up(srv: subprocess.Popen, log: Path, timeout: float) -> int:
+    """0 once the server logs that it is up (then its process group is stopped), its exit code, or 124."""
+    import signal
+    import time
+
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if "Application startup complete" in log.read_text(errors="replace"):
+            os.killpg(srv.pid, signal.SIGTERM)
+            srv.wait(timeout=60)
+            return 0
+        if srv.poll() is not None:
+            return srv.returncode or 1
+        time.sleep(1)
+    os.killpg(srv.pid, signal.SIGKILL)
+    return 124
+
+
+def main(argv: list[str]) -> int:
+    os.chdir(ROOT)  # the plans' model paths are relative to the repository root
+    p = load(argv[0])
+    what = argv[1:]
+    if what == ["--list"]:
+        for s in p["steps"]:
+            kind = next((k for k in ("startup", "serve", "probe", "ctx") if k in s), "?")
+            print(f"{s['tag']:<28} {kind:<8} -> {s.get('fixture', '(not kept)')}")
+        return 0
+    STATE.mkdir(parents=True, exist_ok=True)
+    Path(os.environ.get("OUT", "/tmp/labout")).mkdir(parents=True, exist_ok=True)
+    b = p["bundle"]
+    if what == ["part"]:
+        Path(b["parts"]).mkdir(parents=True, exist_ok=True)
+        for part in glob.glob(str(ROOT / b["dir"] / "part-*")):
+            shutil.copy(part, b["parts"])
+        print(sorted(os.listdir(b["parts"])))
+        return 0
+    if what == ["cache"]:
+        return sh(f"tar -C ~ -czf $OUT/jit-cache.tgz .triton/cache .cache/flashinfer 2>/dev/null; ls -l $OUT")
+    env = prepare(p)
+    steps = [s for s in p["steps"] if not what or s["tag"] in what]
+    for s in steps:
+        run_step(s, env, p)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,59 @@
+"""The lab as data: every lab fixture was made by exactly one step of one plan, and every plan is runnable as
+written (its steps name known kinds, its startup configs only keys startup.py reads, its model sources exist)."""
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LAB = ROOT / "benchmarks" / "lab"
+PLANS = sorted((LAB / "plans").glob("*.json"))
+KINDS = ("startup", "probe", "serve", "ctx")
+
+
+def startup_keys() -> set[str]:
+    """The config keys benchmarks/lab/startup.py reads (cfg["key"] and cfg.get("key"))."""
+    src = (LAB / "startup.py").read_text()
+    return set(re.findall(r'cfg(?:\.get\(|\[)"(\w+)"', src))
+
+
+def test_every_plan_is_complete_and_its_steps_runnable():
+    keys = startup_keys()
+    assert PLANS
+    for path in PLANS:
+        p = json.loads(path.read_text())
+        assert {"about", "date", "issue", "device", "vllm", "bundle", "steps"} <= set(p), path.name
+        tags = [s["tag"] for s in p["steps"]]
+        assert len(tags) == len(set(tags)), path.name
+        for s in p["steps"]:
+            assert sum(k in s for k in KINDS) == 1, (path.name, s["tag"])
+            if "startup" in s:
+                assert set(s["startup"]) <= keys, (path.name, s["tag"], set(s["startup"]) - keys)
+                assert "gmu" in s["startup"] and "model" in s["startup"]
+        for dest, m in p.get("models", {}).items():
+            src = (ROOT / m["fixture"] / "config.json" if "fixture" in m else
+                   ROOT / "profiles" / "models" / f"{m['profile']}.json" if "profile" in m else
+                   ROOT / "profiles" / "drafters" / f"{m['drafter']}.json")
+            assert src.is_file(), (path.name, dest)
+
+
+def test_every_lab_fixture_names_exactly_one_plan_step():
+    claims = [(path.name, s["tag"], s["fixture"]) for path in PLANS for s in json.loads(path.read_text())["steps"]
+              if s.get("fixture")]
+    files = [f for d in (ROOT / "tests" / "fixtures").glob("*") if d.name.startswith(("lab-", "probe-"))
+             for f in d.rglob("*") if f.is_file() and f.name != "README.md"]
+    assert len(files) > 100
+    for f in files:
+        rel = f.relative_to(ROOT).as_posix()
+        owners = [(plan, tag) for plan, tag, fx in claims if rel == fx or (fx.endswith("/") and rel.startswith(fx))]
+        assert len(owners) == 1, (rel, owners)
+    for plan, tag, fx in claims:  # and no step claims a fixture that is not there
+        assert (ROOT / fx).exists(), (plan, tag, fx)
+
+
+def test_the_runner_lists_a_plan_without_a_gpu():
+    out = subprocess.run([sys.executable, str(LAB / "run.py"), "h100-0.20.2-runtime", "--list"], capture_output=True,
+                         text=True, check=True).stdout
+    assert "p5" in out and "tests/fixtures/lab-vllm-0.20.2-h100/p5/" in out
