@@ -10,7 +10,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 LAB = ROOT / "benchmarks" / "lab"
 PLANS = sorted((LAB / "plans").glob("*.json"))
-KINDS = ("startup", "probe", "serve", "ctx")
+KINDS = ("startup", "probe", "serve", "shell", "ctx")
 
 
 def startup_keys() -> set[str]:

@@ -147,6 +147,11 @@ def test_runtime_oom_of_the_margin_lowers_the_gmu(sim, tmp_path):
     verifies = [r for r in read_jsonl(tmp_path / "runs" / "records.jsonl") if r.get("kind") == "verify"]
     assert [(v["gmu"], v["verify"]["ok"]) for v in verifies] == [(0.99, False), (0.98, True)]
     assert verifies[0]["verify"]["server_died"] and any("runtime OOM at GMU 0.99" in x for x in lines)
+    # the record says which stage failed and why: here the very first request (a short prompt, as a user's
+    # benchmark sends it) already needs more than is left outside the budget
+    assert verifies[0]["verify"]["failed_stage"] == "first_request"
+    assert "out of memory" in verifies[0]["verify"]["failed_why"] or verifies[0]["verify"]["runtime_oom"]
+    assert verifies[1]["verify"]["failed_stage"] is None
 
 
 def test_target_stops_on_a_runtime_oom(sim, tmp_path):
@@ -269,8 +274,10 @@ def test_simulated_card_and_multi_turn_verify(sim, tmp_path, monkeypatch):
     assert all(r["simulated"]["free_bytes"] == card.total_bytes - 300 * 2**20 for r in recs if "simulated" in r)
     verify = [r for r in recs if r.get("kind") == "verify"][-1]["verify"]
     kinds = [s["kind"] for s in verify["stages"]]
-    assert kinds == ["long_prompt", "multi_turn"] and verify["ok"]
-    turns = verify["stages"][1]["turns"]
+    assert kinds == ["first_request", "long_prompt", "after", "multi_turn"] and verify["ok"]
+    first = verify["stages"][0]
+    assert first["prompt_tokens"] == 200 and first["max_tokens"] == 250  # as a user's benchmark sends it
+    turns = verify["stages"][3]["turns"]
     assert [t["prompt_tokens"] for t in turns][:2] == [20000, 40000]  # the context grows turn by turn
     pid = int(pidfile.read_text())
     with pytest.raises(ProcessLookupError):

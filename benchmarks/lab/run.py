@@ -6,13 +6,17 @@ On the host (device tool), from the repository root:
   python3 benchmarks/lab/run.py PLAN TAG ...    only these steps
   python3 benchmarks/lab/run.py PLAN part       copy the carried bundle part (one per call) to the parts folder
   python3 benchmarks/lab/run.py PLAN cache      the JIT caches (Triton, FlashInfer) to $OUT, for the next host
+  python3 benchmarks/lab/run.py PLAN --detach [TAG ...]   the same in the background (its own session, so it
+                                                runs on between calls), waiting up to --wait seconds (default 560);
+  python3 benchmarks/lab/run.py PLAN --wait S   wait for the background run again; both end by packing what the
+                                                steps made so far into $OUT/lab.tgz (split at 15 MiB)
 Here (no GPU): `python3 benchmarks/lab/run.py PLAN --list` prints the steps and the fixture each one made.
 
 A plan names its vLLM bundle, its environment, the model folders written on the host (from a fixture config, a
 bundled profile or drafter, with stand-in processor files), and its steps: `startup` (one in-process engine
 startup through benchmarks/lab/startup.py, a JSON config), `probe` (`vrambudget probe` with these arguments),
-`serve` (one `vllm serve` startup with these arguments, stopped once it is up), `ctx` (the CUDA context of a
-bare process). Each step names the fixture it made; step logs go to $OUT/TAG.log
+`serve` (one `vllm serve` startup with these arguments, stopped once it is up), `shell` (a change to the host
+between steps, e.g. dropping the Triton cache), `ctx` (the CUDA context of a bare process). Each step names the fixture it made; step logs go to $OUT/TAG.log
 and /tmp/lab, probe folders to $OUT/TAG.tgz.
 """
 
@@ -114,6 +118,9 @@ def run_step(s: dict, env: dict, p: dict) -> None:
         text = (runs / "probe.txt").read_text(errors="replace")
         ok = any(k in text for k in ("\nceiling", "\nsmallest", "probe stopped"))
         sh(f"cp {runs}/probe.txt {log}; tar -C {STATE} -czf {out}/{tag}.tgz {tag}")
+    elif "shell" in s:  # a change to the host between startups (e.g. dropping the Triton cache)
+        rc = sh(s["shell"], env, timeout, log)
+        ok = rc == 0
     else:
         rc = sh(f"nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv; "
                 f"python3 -c \"{CTX}\"", env, timeout, log)
@@ -147,17 +154,55 @@ def _wait_up(srv: subprocess.Popen, log: Path, timeout: float) -> int:
     return 124
 
 
+def collect() -> None:
+    """Pack the logs and probe folders made so far into $OUT (at most 8 files of 16 MiB come back)."""
+    out = os.environ.get("OUT", "/tmp/labout")
+    sh(f"cd /tmp/lab && tar -czf /tmp/lab.tgz --exclude='*.done' --exclude='.jit' --exclude='cfg*' . && "
+       f"if [ $(stat -c %s /tmp/lab.tgz) -gt 15728640 ]; then split -b 15M /tmp/lab.tgz {out}/lab.tgz.part-; "
+       f"else cp /tmp/lab.tgz {out}/lab.tgz; fi; ls -l {out}")
+
+
+def background(argv: list[str], wait: float) -> int:
+    """Start the plan's steps in their own session (once), then follow its output for up to `wait` seconds."""
+    import time
+
+    pid_file, out_file = STATE / "runner.pid", STATE / "runner.out"
+    alive = pid_file.exists() and Path(f"/proc/{pid_file.read_text().strip()}").exists()
+    if argv and not alive:
+        proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), *argv],
+                                stdout=open(out_file, "ab"), stderr=subprocess.STDOUT, start_new_session=True)
+        pid_file.write_text(str(proc.pid))
+    seen, end = 0, time.monotonic() + wait
+    while True:
+        text = out_file.read_text(errors="replace") if out_file.exists() else ""
+        print(text[seen:], end="", flush=True)
+        seen = len(text)
+        running = pid_file.exists() and Path(f"/proc/{pid_file.read_text().strip()}").exists()
+        if not running or time.monotonic() > end:
+            print(f"== background run {'still running' if running else 'finished'}", flush=True)
+            collect()
+            return 0
+        time.sleep(10)
+
+
 def main(argv: list[str]) -> int:
     os.chdir(ROOT)  # the plans' model paths are relative to the repository root
     p = load(argv[0])
     what = argv[1:]
     if what == ["--list"]:
         for s in p["steps"]:
-            kind = next((k for k in ("startup", "serve", "probe", "ctx") if k in s), "?")
+            kind = next((k for k in ("startup", "serve", "probe", "shell", "ctx") if k in s), "?")
             print(f"{s['tag']:<28} {kind:<8} -> {s.get('fixture', '(not kept)')}")
         return 0
     STATE.mkdir(parents=True, exist_ok=True)
     Path(os.environ.get("OUT", "/tmp/labout")).mkdir(parents=True, exist_ok=True)
+    wait = float(what[what.index("--wait") + 1]) if "--wait" in what else 560.0
+    tags = [t for i, t in enumerate(what) if not t.startswith("--") and (i == 0 or what[i - 1] != "--wait")]
+    if "--detach" in what:
+        return background([argv[0], *tags], wait)
+    if "--wait" in what:
+        return background([], wait)
+    what = tags
     b = p["bundle"]
     if what == ["part"]:
         Path(b["parts"]).mkdir(parents=True, exist_ok=True)

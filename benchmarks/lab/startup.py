@@ -4,8 +4,11 @@
   python3 startup.py '{"model": DIR, "gmu": 0.3, "kv": "fp8", "mtp": 0, "eager": true, "lmo": true,
                        "backend": "FLASHINFER", "compilation": {...}, "prompts": [60000, 120000],
                        "tokenizer": true (load one: multimodal profiling needs it), "mm_limit": {"video": 0},
-                       "spec": {"method": "dflash", "model": DIR, "num_speculative_tokens": 5}}'
-Lines starting with LAB are this script's own readings (bytes unless named otherwise)."""
+                       "spec": {"method": "dflash", "model": DIR, "num_speculative_tokens": 5},
+                       "requests": [[200, 250], [120000, 16]] (prompt tokens, generated tokens; after "prompts")}'
+Lines starting with LAB are this script's own readings (bytes unless named otherwise): per request, torch's
+reserved memory before and at most during it, and NVML's used memory before and at its peak (sampled every 50 ms),
+so what serving allocates outside torch (the CUDA context's growth, loaded kernels) shows as the difference."""
 import json, os, subprocess, sys, time
 
 
@@ -56,23 +59,49 @@ def main() -> None:  # guarded: tensor parallel workers are spawned and re-impor
 
     from vllm.inputs import TokensPrompt
 
-    for n in cfg.get("prompts", []):
-        n = min(int(n), mml - 32)
+    nvml = None
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        nvml = pynvml.nvmlDeviceGetHandleByIndex(0)
+    except Exception:
+        pass
+
+    def used():
+        return pynvml.nvmlDeviceGetMemoryInfo(nvml).used if nvml else -1
+
+    import threading
+
+    for n, gen in [(p, 16) for p in cfg.get("prompts", [])] + [tuple(r) for r in cfg.get("requests", [])]:
+        n = min(int(n), mml - int(gen) - 16)
+        peak, stop = [used()], threading.Event()
+
+        def sample():
+            while not stop.wait(0.05):
+                peak[0] = max(peak[0], used())
+
+        watcher = threading.Thread(target=sample, daemon=True)
+        u0 = used()
+        watcher.start()
         rng = random.Random(n)
         ids = [rng.randrange(1000, 100000) for _ in range(n)]
         torch.cuda.reset_peak_memory_stats()
         r0 = torch.cuda.memory_reserved()
         t1 = time.time()
         try:
-            out = llm.generate([TokensPrompt(prompt_token_ids=ids)], SamplingParams(max_tokens=16, ignore_eos=True,
+            out = llm.generate([TokensPrompt(prompt_token_ids=ids)], SamplingParams(max_tokens=int(gen), ignore_eos=True,
                                                                                     detokenize=False))
             status = "ok"
         except Exception as e:  # a runtime OOM is the measurement
             status = f"error {type(e).__name__}: {str(e)[:300]}"
+        stop.set()
+        watcher.join(timeout=1)
         free2, _ = torch.cuda.mem_get_info()
         print("LAB prompt", n, status, "s", round(time.time() - t1, 1), "reserved_before", r0, "max_reserved",
               torch.cuda.max_memory_reserved(), "max_allocated", torch.cuda.max_memory_allocated(), "free_after", free2,
-              "smi_used_mib", smi(), flush=True)
+              "smi_used_mib", smi(), "generated", gen, "nvml_used_before", u0, "nvml_used_peak", peak[0],
+              "reserved_after", torch.cuda.memory_reserved(), flush=True)
         if status != "ok":
             break
     print("LAB done", flush=True)

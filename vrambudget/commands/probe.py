@@ -41,6 +41,10 @@ def probe(opts: DeploymentOptions,
           turn_tokens: Annotated[int, typer.Option("--turn-tokens", min=0, help="Verify also with a multi-turn "
                                  "session whose context grows by this many tokens a turn (0: off).")] = 0,
           max_turns: Annotated[int, typer.Option("--max-turns", min=1, help="Turns of the multi-turn verify.")] = 12,
+          prompt_tokens: Annotated[Optional[str], typer.Option("--prompt-tokens", help="The verify's long prompt "
+                                   "(tokens, 120000 or 120k; default: about the length being proven). It follows a "
+                                   "first request of 200 prompt tokens and 250 generated, as a benchmark sends it.")]
+          = None,
           refit: Annotated[bool, typer.Option("--fit/--no-fit", help="Refit coefficients at the end.")] = True,
           json_out: JsonOpt = False) -> None:
     """Find the real ceiling with real `vllm serve` startups, verify it, record every startup, refit."""
@@ -65,6 +69,7 @@ def probe(opts: DeploymentOptions,
                          startup_timeout=startup_timeout, extra_args=shlex.split(extra_args), runs_dir=rd,
                          verify=verify, allow_shared_gpu=allow_shared_gpu, max_startups=max_startups,
                          turn_tokens=turn_tokens, max_turns=max_turns,
+                         prompt_tokens=parse_tokens(prompt_tokens) if prompt_tokens else None,
                          max_model_len=parse_tokens(max_model_len_cap) if max_model_len_cap else None, **sim_opts)
         prober = Prober(d, c, o, report=lambda line: typer.echo(line, err=json_out))
         summary = prober.target(parse_tokens(target_context)) if target_context else prober.bisect()

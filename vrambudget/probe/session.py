@@ -52,6 +52,10 @@ class ProbeOptions:
     multi_turn_seconds: float = 900.0
     stall_seconds: float = 120.0  # a request waiting unscheduled this long (vLLM's stats lines) fails the verify
     max_model_len: int | None = None  # bisect no higher than this (the context the user wants to serve)
+    # the first request, as a user's benchmark sends it (a short prompt, 250 tokens generated): FlashInfer allocates
+    # its workspaces there, outside vLLM's budget; then the long prompt (None: verify_fraction x the length)
+    first_request: tuple[int, int] = (200, 250)
+    prompt_tokens: int | None = None
 
 
 @dataclass
@@ -306,24 +310,41 @@ class Prober:
 
     # -- verification ---------------------------------------------------------------------------
     def verify(self, att: Attempt, srv: ServerProcess) -> bool:
-        """Prove the length serves: one long prompt of about `max_model_len` tokens, then (with `turn_tokens`) a
-        multi-turn session whose context grows by `turn_tokens` a turn, as an agent's does. A runtime OOM or a
-        dead server fails it."""
-        limit = max(1, int(att.max_model_len * self.opts.verify_fraction) - 16)
-        v = self.verifier.long_prompt(att.n, limit, srv)
-        att.verify = {**v, "stages": [{"kind": "long_prompt", **v}]}
-        if v["ok"] and self.opts.turn_tokens:
-            turns = self.verifier.multi_turn(att.n, srv, step=self.opts.turn_tokens, limit=limit,
-                                             max_turns=self.opts.max_turns, seconds=self.opts.multi_turn_seconds)
-            att.verify["stages"].append(turns)
-            att.verify["ok"] = turns["ok"]
-            for k in ("runtime_oom", "server_died"):
-                att.verify[k] = att.verify[k] or turns[k]
-            peaks = [t["gpu_used_peak"] for t in turns["turns"] if t["gpu_used_peak"] is not None]
-            if peaks and att.verify["gpu_used_peak"] is not None:
-                att.verify["gpu_used_peak"] = max(att.verify["gpu_used_peak"], *peaks)
+        """Prove the length serves, in stages, stopping at the first that fails: the first request (a short prompt
+        and 250 generated tokens, as a user's benchmark sends it), one long prompt (about `max_model_len` tokens, or
+        --prompt-tokens), a short request after it, then (with `turn_tokens`) a multi-turn session whose context
+        grows by `turn_tokens` a turn, as an agent's does. A runtime OOM or a dead server fails it; the record
+        names the stage that failed and why."""
+        o = self.opts
+        limit = max(1, int(att.max_model_len * o.verify_fraction) - 16)
+        long_tokens = min(o.prompt_tokens or limit, limit)
+        short, gen = o.first_request
+        plan = [("first_request", short, gen, 1), ("long_prompt", long_tokens, 16, 0), ("after", short, gen, 2)]
+        stages: list[dict[str, Any]] = []
+        for kind, tokens, max_tokens, seed in plan:
+            stages.append(self.verifier.stage(att.n, kind, srv, tokens, max_tokens, seed))
+            if not stages[-1]["ok"]:
+                break
+        if stages[-1]["ok"] and o.turn_tokens:
+            stages.append(self.verifier.multi_turn(att.n, srv, step=o.turn_tokens, limit=limit,
+                                                   max_turns=o.max_turns, seconds=o.multi_turn_seconds))
+        failed = next((st for st in stages if not st["ok"]), None)
+        peaks = [st.get("gpu_used_peak") for st in stages] + [t.get("gpu_used_peak") for st in stages
+                                                                for t in st.get("turns", [])]
+        long_stage = next((st for st in stages if st["kind"] == "long_prompt"), stages[0])
+        att.verify = {**{k: v for k, v in long_stage.items() if k != "kind"}, "ok": failed is None,
+                      "runtime_oom": any(st["runtime_oom"] for st in stages),
+                      "server_died": any(st["server_died"] for st in stages),
+                      "stalled": any(st.get("stalled") for st in stages),
+                      # the long prompt's own before / peak stay at the top (what `fit` reads as growth with the prompt)
+                      "gpu_used_before_first_request": stages[0].get("gpu_used_before"),
+                      "gpu_used_peak_all": max((x for x in peaks if x is not None), default=None),
+                      "failed_stage": failed["kind"] if failed else None,
+                      "failed_why": (failed.get("error") or ("out of memory" if failed.get("runtime_oom") else
+                                                              "the server died" if failed.get("server_died") else
+                                                              "failed")) if failed else None,
+                      "stages": stages}
         return bool(att.verify["ok"])
-
 
 def _detail(f: LogFacts) -> str:
     bits = []

@@ -92,13 +92,15 @@ class Verifier:
                 "seconds": round(time.monotonic() - t0, 1), "usage": res["usage"], "error": err, "runtime_oom": oom,
                 "server_died": died, "stalled": is_stalled, "gpu_used_before": before, "gpu_used_peak": peak.peak}
 
-    def long_prompt(self, n: int, tokens: int, srv: ServerProcess) -> dict[str, Any]:
-        """One prompt of `tokens` tokens (about the length being proven)."""
-        self.report(f"[{n}] verify: one request of {tokens:,} prompt tokens")
-        v = self.request(srv, token_ids(tokens, 0, self.vocab))
+    def stage(self, n: int, kind: str, srv: ServerProcess, tokens: int, max_tokens: int, seed: int) -> dict[str, Any]:
+        """One request of `tokens` prompt tokens generating `max_tokens`, reported and returned as a stage."""
+        what = {"first_request": "first request", "long_prompt": "one request", "after": "a request after it"}[kind]
+        self.report(f"[{n}] verify: {what} of {tokens:,} prompt tokens" + (f", {max_tokens} generated"
+                                                                           if max_tokens != 16 else ""))
+        v = self.request(srv, token_ids(tokens, seed, self.vocab), max_tokens)
         self.report(f"[{n}] verify: {'completed' if v['ok'] else 'FAILED' + (' (runtime OOM)' if v['runtime_oom'] else '')} "
                     f"({v['seconds']:.0f} s)")
-        return v
+        return {"kind": kind, "max_tokens": max_tokens, **v}
 
     def multi_turn(self, n: int, srv: ServerProcess, *, step: int, limit: int, max_turns: int,
                    seconds: float) -> dict[str, Any]:
