@@ -141,7 +141,7 @@ class Features:
 def backend_for(d: Deployment) -> Backend:
     """The attention backend this deployment runs: the one forced with --attention-backend, else vLLM's pick."""
     if d.attention_backend:
-        return backend_named(d.attention_backend)
+        return backend_named(d.attention_backend, d.gpu)
     a = d.model.arch
     return attention_backend(d.gpu, kv_backend_class(d.kv_cache_dtype), max(a.attention_shape(FULL)[1], a.head_dim))
 
@@ -202,20 +202,24 @@ def encoder_held_bytes(a: ModelArch, patches: int) -> int:
 
 def forward_peak(f: Features, c: Coefficients) -> float:
     """profile_run's dummy forward pass above the base (bytes): the eager forward over max_num_batched_tokens,
-    plus what a warm compiled graph adds; a cold (or fresh) compile peaks at a copy of the vocab x hidden
-    matrix instead, whichever is larger (vLLM 0.20.2: 2.07-2.08 GiB for Qwen3.5-9B at 2048 and at 8192 tokens)."""
+    plus what a warm compiled graph adds (and, warm-jit, what compiling its Triton kernels again adds); a cold (or
+    fresh) compile peaks at a copy of the vocab x hidden matrix instead, whichever is larger (vLLM 0.20.2: 2.07-2.08
+    GiB for Qwen3.5-9B at 2048 and at 8192 tokens)."""
     forward = c["activation_per_token_width_bytes"] * f.tokens * f.mlp_width / f.tp
     if f.tp > 1 and f.eager:  # a tensor-parallel rank's eager forward holds more (measured on 0.26.0 only)
         forward += c.get("activation_tp_eager_extra_bytes", 0.0)
     if f.moe:  # the fused-expert forward (measured on 0.26.0 only)
         forward += c.get("activation_moe_extra_bytes", 0.0)
-    if f.eager and f.compile_cache == "fresh" and f.hybrid:  # a fresh machine JIT-compiles and autotunes the GDN
-        forward += c.get("fresh_jit_extra_bytes", 0.0)  # (FLA) Triton kernels inside the profile's forward
+    if f.eager and f.compile_cache in ("fresh", "warm-jit") and f.hybrid:  # a fresh machine (or a lost Triton
+        forward += c.get("fresh_jit_extra_bytes", 0.0)  # cache) JIT-compiles the GDN (FLA) kernels in the profile
     if f.eager:
         return forward
     if f.compile_cache in ("cold", "fresh"):
         return max(forward, compile_peak(f, c))
-    return forward + c["warm_compile_per_token_hidden_bytes"] * f.tokens * f.hidden / f.tp
+    warm = forward + c["warm_compile_per_token_hidden_bytes"] * f.tokens * f.hidden / f.tp
+    if f.compile_cache == "warm-jit":  # stored graphs loaded, their Triton kernels compiled again inside the profile
+        warm += c.get("warm_jit_extra_bytes", 0.0)
+    return warm
 
 
 def compile_peak(f: Features, c: Coefficients) -> float:
@@ -303,7 +307,10 @@ def budget(d: Deployment, c: Coefficients, w: WeightBytes | None = None) -> Budg
     t = terms(f, c)
     context = context_for(d, c)
     backend = backend_for(d)
-    if d.gpu.free_bytes is not None:  # --gpu auto: NVML's free now, less the context vLLM will create
+    if d.free_at_start_bytes is not None:  # as the log (or the simulation) states it: the context is in it
+        free, free_measured = d.free_at_start_bytes - d.other_gpu_bytes, True
+        context = Fact(d.gpu.total_bytes - d.free_at_start_bytes, "total - the free memory given (--free-memory)", True)
+    elif d.gpu.free_bytes is not None:  # --gpu auto: NVML's free now, less the context vLLM will create
         free, free_measured = d.gpu.free_bytes - context.value - d.other_gpu_bytes, context.measured
     else:
         free, free_measured = d.gpu.total_bytes - context.value - d.other_gpu_bytes - d.gpu.used_bytes, False

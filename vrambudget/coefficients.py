@@ -20,6 +20,14 @@ class Coefficient:
     value: float
     unit: str
     source: str
+    low: float | None = None  # the lowest and highest values its measurements showed (None: the value)
+    high: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.low is None:
+            object.__setattr__(self, "low", self.value)
+        if self.high is None:
+            object.__setattr__(self, "high", self.value)
 
 
 class Coefficients:
@@ -60,8 +68,14 @@ def _bundled(version: str, seen: tuple[str, ...] = ()) -> tuple[dict[str, Coeffi
         items, more = _bundled(parent, seen + (version,))
         origins = more + origins
     for k, v in data["coefficients"].items():
-        items[k] = Coefficient(k, float(v["value"]), v.get("unit", ""), v.get("source", ""))
+        items[k] = _coefficient(k, v, v.get("source", ""))
     return items, origins
+
+
+def _coefficient(name: str, v: dict[str, Any], source: str) -> Coefficient:
+    low, high = v.get("low"), v.get("high")
+    return Coefficient(name, float(v["value"]), v.get("unit", ""), source,
+                       float(low) if low is not None else None, float(high) if high is not None else None)
 
 
 def fitted_profile_path(gpu_key: str, model: str | None, version: str) -> Path:
@@ -80,6 +94,6 @@ def load(version: str, gpu_key: str | None = None, model: str | None = None,
     for p in layers:
         if p.is_file():
             for k, v in _read(p)["coefficients"].items():
-                items[k] = Coefficient(k, float(v["value"]), v.get("unit", ""), v.get("source", str(p)))
+                items[k] = _coefficient(k, v, v.get("source", str(p)))
             origins.append(str(p))
     return Coefficients(items, origins)

@@ -50,15 +50,24 @@ class Flags:
     max_model_len: int | None = None  # None: the model's own maximum; -1: auto-fit
     enable_prefix_caching: bool = False
     tensor_parallel_size: int = 1
-    compile_cache: str = "cold"  # "cold" or "warm": was this exact graph compiled before? "fresh": nothing was
+    compile_cache: str = "cold"  # "cold" or "warm": was this exact graph compiled before? "warm-jit": it was, but the
+    # Triton kernel cache is gone (a container without a persisted ~/.triton), so kernels JIT-compile in the profile;
+    # "fresh": nothing was
     # (the first boot on this machine or after an upgrade: Triton kernels JIT-compile inside the profile too)
     language_model_only: bool | None = None  # None: on for multimodal checkpoints
     other_gpu_bytes: int = 0  # memory other processes hold on the GPU
+    free_at_start_bytes: int | None = None  # the free memory vLLM sees at start, where known (its log's "Free memory on
+    # device (X/Y GiB)"; a simulated card's): replaces total - CUDA context - other processes
+    expandable_segments: bool = False  # PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+    flashinfer_workspace_bytes: int | None = None  # VLLM_FLASHINFER_WORKSPACE_BUFFER_SIZE (None: vLLM's 394 MiB)
     attention_backend: str | None = None  # vLLM's --attention-backend (None: the one vLLM picks)
     draft_model: str | None = None  # an external drafter (DFlash): bundled name or a folder with its config.json
 
 
 SPEC_METHODS = ("mtp", "ngram", "dflash")
+# boot states: cold (a first torch.compile of this graph), warm (compiled before, Triton cache kept), warm-jit (compiled
+# before, Triton cache gone), fresh (a machine's first boot: nothing cached)
+COMPILE_STATES = ("cold", "warm", "warm-jit", "fresh")
 
 
 def parse_speculative_config(text: str) -> tuple[str, int, str | None]:
@@ -102,6 +111,9 @@ class Deployment:
     int4_kernel: str | None = None  # the 4-bit kernel ("Machete" / "Marlin") where a log names it; None: vLLM's pick
     vllm: Any = None  # vllm_rules.VersionChoice: the version asked for, how it was chosen, what is unknown
     drafter: Any = None  # drafter.Drafter: an external (DFlash) drafter's shape, with speculative method dflash
+    free_at_start_bytes: int | None = None  # given (Flags.free_at_start_bytes); None: from the CUDA context
+    expandable_segments: bool = False
+    flashinfer_workspace_bytes: int | None = None
 
     @property
     def version_label(self) -> str:
@@ -178,6 +190,8 @@ class Deployment:
             "enable_prefix_caching": self.enable_prefix_caching, "mamba_cache_mode": self.mamba_mode,
             "tensor_parallel_size": self.tp, "compile_cache": self.compile_cache,
             "language_model_only": self.language_model_only, "other_gpu_bytes": self.other_gpu_bytes,
+            "free_at_start_bytes": self.free_at_start_bytes, "expandable_segments": self.expandable_segments,
+            "flashinfer_workspace_bytes": self.flashinfer_workspace_bytes,
         }
 
     def with_(self, **changes: Any) -> "Deployment":
@@ -222,8 +236,8 @@ def resolve(model: ModelSource, gpu: GPU, rules: VllmRules, flags: Flags) -> Dep
     tp = flags.tensor_parallel_size
     if tp < 1 or (a.num_attention_heads % tp):
         raise UserError(f"--tensor-parallel-size {tp} must divide the {a.num_attention_heads} attention heads")
-    if flags.compile_cache not in ("cold", "warm", "fresh"):
-        raise UserError("--compile-cache must be cold, warm or fresh")
+    if flags.compile_cache not in COMPILE_STATES:
+        raise UserError(f"--compile-cache {flags.compile_cache!r}: use one of {', '.join(COMPILE_STATES)}")
     lmo = a.is_multimodal if flags.language_model_only is None else flags.language_model_only
     defaults = []
     if flags.gpu_memory_utilization is None:
@@ -239,4 +253,6 @@ def resolve(model: ModelSource, gpu: GPU, rules: VllmRules, flags: Flags) -> Dep
     return Deployment(model, gpu, rules, gmu, kv, kv_bytes, flags.enforce_eager, k, seqs, tokens, mml, auto_fit,
                       flags.max_model_len is not None, flags.enable_prefix_caching, tp, flags.compile_cache, lmo,
                       flags.other_gpu_bytes, flags.speculative_method if k else "mtp", tuple(defaults),
-                      flags.attention_backend.upper() if flags.attention_backend else None, drafter=drafter)
+                      flags.attention_backend.upper() if flags.attention_backend else None, drafter=drafter,
+                      free_at_start_bytes=flags.free_at_start_bytes, expandable_segments=flags.expandable_segments,
+                      flashinfer_workspace_bytes=flags.flashinfer_workspace_bytes)

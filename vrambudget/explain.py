@@ -60,9 +60,10 @@ def deployment_from_log(facts: LogFacts, model: str | None = None, gpu: GPU | No
     slow = (facts.profiling_seconds or 0) > FRESH_PROFILING_SECONDS
     cache = facts.compile
     if cache == "warm" and slow:
-        # a boot that loaded stored graphs yet profiled for minutes recompiled inside the profile: cold for the
-        # budget (lab-vllm-0.26.0-h100/q9-g-fp8-mtp2-32k-cold: "Directly load", 68 s, a cold 2.07 GiB peak)
-        cache = "cold"
+        # a boot that loaded every stored graph yet profiled for minutes compiled their Triton kernels again
+        # (lab-vllm-0.20.2-h100/outside: 119-139 s, 0.38 GiB against 0.30 fully warm); one that compiled any graph
+        # anew logs "Compiling a graph" and is cold (lab-vllm-0.26.0-h100/q9-g-fp8-mtp2-32k-cold: 2.07 GiB)
+        cache = "warm-jit"
     elif cache is None and flags.enforce_eager and slow:
         cache = "fresh"
     if cache:

@@ -119,7 +119,7 @@ class LogFacts:
     needed_kv_gib: float | None = None
     gpu_blocks: int | None = None  # V0 engine: '# GPU blocks: N' (blocks of 16 tokens)
     outcome: str = "unknown"  # started | kv_too_small | oom_loading | oom_profiling | oom_kv_allocation |
-    #                           oom_graph_capture | insufficient_free_memory | crashed | incomplete
+    #                           oom_graph_capture | oom_runtime (serving) | insufficient_free_memory | crashed | incomplete
     error: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -212,7 +212,7 @@ def parse_log(text: str) -> LogFacts:
                 f.estimated_max_model_len = int(g[1])
             elif key == "lab_max_len" and int(g[0]) > 0:
                 f.max_model_len = int(g[0])
-        if "Compiling a graph for" in line and f.compile is None:
+        if "Compiling a graph for" in line:  # any graph compiled now makes the boot cold, also after loaded ones
             f.compile = "cold"
         elif ("Directly load the compiled graph" in line or "Loading compiled graph" in line) and f.compile is None:
             f.compile = "warm"
@@ -236,7 +236,8 @@ def _outcome(f: LogFacts, milestones: list[str], oom_at: str | None, crash_line:
         return "kv_too_small"
     if oom_at is not None:
         return {"start": "oom_loading", "loaded": "oom_profiling", "profiled": "oom_kv_allocation",
-                "kv_allocated": "oom_graph_capture", "captured": "oom_graph_capture"}.get(oom_at, "oom_profiling")
+                "kv_allocated": "oom_graph_capture", "captured": "oom_graph_capture",
+                "ready": "oom_runtime"}.get(oom_at, "oom_profiling")
     if "ready" in milestones:
         return "started"
     if crash_line:

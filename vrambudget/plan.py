@@ -1,6 +1,6 @@
 """`plan`: the fastest configuration that serves a wanted context (CUDA graphs + MTP, graphs, eager + MTP,
-eager), the GMU each needs on the first boot and after a restart, and what would help where nothing serves.
-Pure: no I/O."""
+eager; each also with TRITON_ATTN where vLLM's pick allocates workspaces at the first request), the GMU each needs
+on the first boot and after a restart, its verdict there, and what would help where nothing serves. Pure: no I/O."""
 
 from __future__ import annotations
 
@@ -24,6 +24,8 @@ class PlanOption:
     gmu_first_boot: float | None  # ... on a cold first boot (same as restart in eager mode)
     max_serving_gmu: float | None  # highest GMU that still serves a prompt of `tokens`
     serves: bool  # some GMU both starts and serves
+    attention_backend: str | None = None  # forced (--attention-backend); None: vLLM's pick
+    verdict: str = ""  # serving a prompt of `tokens` at `gmu`: yes / at the edge / no
 
     @property
     def gmu(self) -> float | None:
@@ -38,7 +40,9 @@ class PlanOption:
 
 def plan(d: Deployment, c: Coefficients, tokens: int, mtp_tokens: int = 2) -> list[PlanOption]:
     """For each configuration, fastest first: the smallest GMU at which `tokens` start (first boot and
-    restart) and whether a prompt of that length serves there."""
+    restart), whether a prompt of that length serves there, and the verdict at the GMU it would run. Where vLLM's
+    attention backend allocates workspaces at the first request (FlashInfer), the same configuration with
+    TRITON_ATTN follows it (no workspace; its decode speed is not measured here)."""
     w = weight_bytes(d)
     out = []
     for label, eager, mtp in PLAN_ORDER:
@@ -46,14 +50,41 @@ def plan(d: Deployment, c: Coefficients, tokens: int, mtp_tokens: int = 2) -> li
             continue
         dd = d.with_(enforce_eager=eager, spec_tokens=mtp_tokens if mtp else 0, speculative_method="mtp",
                      max_model_len=tokens, auto_fit=False, max_model_len_given=True)
-        warm = dd if eager else dd.with_(compile_cache="warm")
-        g_r = min_gmu_for_context(warm, c, tokens, w)
-        g_f = g_r if eager else min_gmu_for_context(dd.with_(compile_cache="cold"), c, tokens, w)
-        serve = None
-        if g_r is not None:
-            serve = predict(warm.with_(gmu=g_r), c, w, prompt_tokens=tokens).max_serving_gmu
-        out.append(PlanOption(label, eager, mtp, g_r, g_f, serve, bool(g_r and serve and serve >= g_r)))
+        o = _option(label, dd, c, tokens, w)
+        out.append(o)
+        if o.verdict != "yes" and d.attention_backend is None and _has_workspace(dd, c, tokens, w):
+            out.append(_option(f"{label}, TRITON_ATTN", dd.with_(attention_backend="TRITON_ATTN"), c, tokens, w))
     return out
+
+
+def _has_workspace(d: Deployment, c: Coefficients, tokens: int, w) -> bool:
+    p = predict(d.with_(compile_cache="warm"), c, w, prompt_tokens=tokens)
+    return any(t.stage == "first" and t.bytes for t in p.runtime.terms)
+
+
+def _option(label: str, dd: Deployment, c: Coefficients, tokens: int, w) -> PlanOption:
+    eager = dd.enforce_eager
+    warm = dd if eager else dd.with_(compile_cache="warm")
+    g_r = min_gmu_for_context(warm, c, tokens, w)
+    g_f = g_r if eager else min_gmu_for_context(dd.with_(compile_cache="cold"), c, tokens, w)
+    serve, answer = None, ""
+    if g_r is not None:
+        serve = predict(warm.with_(gmu=g_r), c, w, prompt_tokens=tokens).max_serving_gmu
+    o = PlanOption(label, eager, dd.spec_tokens > 0, g_r, g_f, serve, bool(g_r and serve and serve >= g_r),
+                   dd.attention_backend)
+    if o.gmu is not None:
+        p = predict(warm.with_(gmu=o.gmu), c, w, prompt_tokens=tokens)
+        answer = p.verdicts["prompt"].answer if p.verdicts else ""
+    elif g_r is not None:
+        answer = "no"
+    o.verdict = answer
+    return o
+
+
+def best(options: list[PlanOption]) -> PlanOption | None:
+    """The fastest option the model says serves: a 'yes' if one does, else the fastest at the edge."""
+    return (next((o for o in options if o.serves and o.verdict == "yes"), None)
+            or next((o for o in options if o.serves), None))
 
 
 def what_would(d: Deployment, c: Coefficients, tokens: int) -> str:

@@ -8,12 +8,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .budget import Budget, budget, mlp_width, weight_bytes
-from .hardware.facts import gdn_prefill_path
-from .runtime import RuntimeNeed, eager_warmup_bytes, max_serving_gmu, runtime_need
+from .hardware.facts import flashinfer_autotunes, gdn_prefill_path
+from .runtime import RuntimeNeed, Verdict, eager_warmup_bytes, max_serving_gmu
+from .serving import activation_error, runtime_for, start_verdict
 from .coefficients import Coefficients
 from .deployment import Deployment
 from .model.arch import SLIDING
-from .kv.planner import DraftLayers, KVLayout, KVPlan, build_layout, kv_needed_bytes, plan_startup
+from .kv.planner import DraftLayers, KVLayout, KVPlan, build_layout, ceiling_for, kv_needed_bytes, plan_startup
 from .units import GiB
 from .model.weights import WeightBytes
 
@@ -54,6 +55,8 @@ class Prediction:
     runtime: RuntimeNeed | None = None  # what serving the ceiling-length prompt needs beyond the budget
     max_serving_gmu: float | None = None  # highest GMU that leaves the runtime need unbudgeted
     estimated: list[str] = field(default_factory=list)  # terms not measured on this GPU / version
+    verdicts: dict[str, Verdict] = field(default_factory=dict)  # "starts", "first request", "prompt"
+    ceiling_band: tuple[int, int] | None = None  # the ceiling at the low and high end of the activation's spread
 
     @property
     def ceiling(self) -> int:
@@ -81,9 +84,13 @@ class Prediction:
             "runtime": None if self.runtime is None else {
                 "prompt_tokens": self.runtime.prompt_tokens, "need_bytes": self.runtime.need_bytes,
                 "margin_bytes": self.runtime.margin_bytes, "serves": self.runtime.serves,
-                "terms": [{"name": t.name, "bytes": t.bytes, "source": t.source, "measured": t.measured}
-                          for t in self.runtime.terms]},
+                "terms": [{"name": t.name, "bytes": t.bytes, "source": t.source, "measured": t.measured,
+                           "stage": t.stage, "spread_bytes": [t.low, t.high]} for t in self.runtime.terms],
+                "held_after_startup": [{"name": t.name, "bytes": t.bytes, "source": t.source, "measured": t.measured,
+                                        "spread_bytes": [t.low, t.high]} for t in self.runtime.held]},
             "max_serving_gmu": self.max_serving_gmu, "estimated_terms": self.estimated,
+            "verdicts": {k: v.to_json() for k, v in self.verdicts.items()},
+            "max_model_len_ceiling_band": list(self.ceiling_band) if self.ceiling_band else None,
             "block_size": p.layout.block_size, "group_size": p.layout.group_size,
             "num_kv_groups": p.layout.num_groups, "padding_layers": p.layout.padding_layers,
             "padding_warnings": p.layout.padding_warnings, "bytes_per_block": p.layout.bytes_per_block,
@@ -125,10 +132,9 @@ def estimated_terms(d: Deployment, b: Budget) -> list[str]:
     if not b.cuda_context.measured:
         out.append("CUDA context (SM-count model)" if d.gpu.sms else "CUDA context (H200 figure)")
     if b.backend.name != "FLASH_ATTN":
-        out.append(f"{b.backend.label} backend (picked from vLLM source; its cost measured on an H100"
-                   + ("" if d.enforce_eager else ", not with CUDA graphs") + ")")
+        out.append(f"{b.backend.label} backend (picked from vLLM source; its cost measured on an H100)")
     if d.gpu.key not in ("h100", "h200"):
-        out.append("activation/non-torch/graph coefficients (fitted on H100/H200)")
+        out.append("activation/non-torch/graph coefficients and what vLLM keeps after startup (fitted on H100/H200)")
     if d.vllm is not None and not d.vllm.measured:
         out.append(d.vllm.label)
     elif d.vllm is None and not d.rules.measured:
@@ -142,26 +148,6 @@ def estimated_terms(d: Deployment, b: Budget) -> list[str]:
                    "an H100, and its split over TP ranks on the 27B's tower at TP 2, vLLM 0.26.0, two H200s; maximum "
                    "image size assumed 16,777,216 pixels)")
     return out
-
-
-def runtime_for(d: Deployment, c: Coefficients, b: Budget, layout: KVLayout, prompt_tokens: int) -> RuntimeNeed:
-    """What serving a prompt of `prompt_tokens` needs beyond the budget, against what is left."""
-    growth = c.items["runtime_growth_per_prompt_token_bytes"]
-    return runtime_need(d.model.arch, tokens=d.max_num_batched_tokens, tp=d.tp, mtp=d.mtp,
-                        gdn_path=gdn_prefill_path(d.gpu), prompt_tokens=prompt_tokens,
-                        growth_per_prompt_token=growth.value, growth_source=growth.source,
-                        margin_bytes=b.runtime_margin_bytes,
-                        backend=_backend_runtime(d, b, layout))
-
-
-def _backend_runtime(d: Deployment, b: Budget, lay: KVLayout) -> tuple[str, int, str]:
-    """The attention backend's first-request workspaces (bytes): vLLM 0.20.2 gives every attention
-    KV-cache group a metadata builder (gpu_model_runner.py initialize_attn_backend) and the MTP drafter
-    its own (spec_decode/llm_base_proposer.py draft_attn_groups); a FlashInfer builder allocates its own
-    workspace (v1/attention/backends/flashinfer.py _get_workspace_buffer), not shared."""
-    builders = (sum(lay.groups(k) for k in lay.buckets if k.kind != "gdn") or 1) + (1 if d.mtp else 0)
-    each = b.backend.runtime_bytes(d.enforce_eager)
-    return f"{b.backend.name} x{builders} builder{'s' if builders > 1 else ''}", each * builders, b.backend.runtime_source
 
 
 def predict(d: Deployment, c: Coefficients, w: WeightBytes | None = None,
@@ -202,7 +188,8 @@ def predict(d: Deployment, c: Coefficients, w: WeightBytes | None = None,
         reasons.append(f"{what} {d.max_model_len:,} needs {_gib(need)} of KV cache, {_gib(avail)} is "
                        f"available: the ceiling at GMU {d.gmu:.2f} is {plan.ceiling:,}; {hint}, "
                        f"or pass --max-model-len {plan.ceiling} (or auto)")
-    warm_up = eager_warmup_bytes(mlp_width(d.model.arch), d.max_num_batched_tokens, d.tp) if d.enforce_eager else 0
+    autotune = d.enforce_eager and flashinfer_autotunes(d.gpu).value  # a full-size forward after the KV cache
+    warm_up = eager_warmup_bytes(mlp_width(d.model.arch), d.max_num_batched_tokens, d.tp) if autotune else 0
     if avail > 0 and not reasons and b.runtime_margin_bytes < warm_up:
         warnings.append(f"may fail right after the KV cache is allocated: eager kernel warmup re-runs a "
                         f"{d.max_num_batched_tokens:,}-token forward and needs ~{_gib(warm_up)} outside the budget "
@@ -235,8 +222,20 @@ def predict(d: Deployment, c: Coefficients, w: WeightBytes | None = None,
                         f"(--compile-cache warm) gets more KV cache{key}")
     if plan.ceiling and 0 <= plan.ceiling - plan.max_model_len < layout.block_size and not d.auto_fit and not reasons:
         warnings.append(f"max_model_len is within one block ({layout.block_size} tokens) of the ceiling")
+    verdicts: dict[str, Verdict] = {}
+    band = None
+    if avail > 0:
+        length = plan.max_model_len if not d.auto_fit else min(ceiling, plan.max_model_len)
+        need_kv = kv_needed_bytes(layout, max(1, length), d.rules)
+        verdicts["starts"] = start_verdict(f"max_model_len {length:,} starts", avail, need_kv, c, b, d)
+        verdicts["first request"] = rt.verdict("first")
+        verdicts["prompt"] = rt.verdict("prompt")
+        err = activation_error(c, d.max_num_batched_tokens)  # a larger true peak leaves less KV memory
+        cap = d.model.arch.max_position_embeddings
+        band = (min(cap, ceiling_for(layout, avail - int(err.high), d.rules)),
+                min(cap, ceiling_for(layout, avail - int(err.low), d.rules)))
     return Prediction(d, b, plan, starts=not reasons, reasons=reasons, warnings=warnings, runtime=rt,
-                      max_serving_gmu=serve_gmu, estimated=estimated)
+                      max_serving_gmu=serve_gmu, estimated=estimated, verdicts=verdicts, ceiling_band=band)
 
 
 def kv_only(d: Deployment, available_kv_gib: float) -> dict[str, Any]:
@@ -305,18 +304,22 @@ def ceiling_table(d: Deployment, c: Coefficients, gmus: list[float], mtp_tokens:
     cols = table_columns(d, mtp_tokens)
     rows = []
     for g in gmus:
-        cells, first, serves = {}, {}, {}
+        cells, first, serves, verdicts = {}, {}, {}, {}
         for col in cols:
             dd = d.with_(gmu=g, enforce_eager=col.enforce_eager, spec_tokens=col.spec_tokens, auto_fit=True)
             a = answer(dd, c, w)
             cells[col.label] = a.restart.ceiling if a.restart.starts else 0
             first[col.label] = a.first_boot.ceiling if a.first_boot.starts else 0
             serves[col.label] = bool(a.restart.starts and a.restart.runtime.serves)
-        rows.append({"gmu": g, "ceilings": cells, "ceilings_first_boot": first, "serves": serves})
+            v = a.restart.verdicts.get("prompt")
+            verdicts[col.label] = v.answer if v is not None and a.restart.starts else None
+        rows.append({"gmu": g, "ceilings": cells, "ceilings_first_boot": first, "serves": serves,
+                     "serves_verdict": verdicts})
     return {"columns": [col.label for col in cols], "rows": rows,
             "about": "ceilings: after a restart (compile cache warm); ceilings_first_boot: the first boot after a "
                      "change (cold torch.compile); eager columns are the same on both; serves: a prompt of the "
-                     "ceiling's length is predicted to fit in the memory left outside the budget"}
+                     "ceiling's length is predicted to fit in the memory left outside the budget; serves_verdict: "
+                     "yes / at the edge / no with the measured band (predict names the unknown that decides it)"}
 
 
 def target_row(d: Deployment, c: Coefficients, tokens: int, mtp_tokens: int = 2,
@@ -330,11 +333,14 @@ def target_row(d: Deployment, c: Coefficients, tokens: int, mtp_tokens: int = 2,
 
 @dataclass(frozen=True)
 class Answer:
-    """The headline: the ceiling on a first boot (cold torch.compile) and after a restart (warm), and
-    whether the asked-for length starts on each. In eager mode both boots are the same."""
+    """The headline: the ceiling on a first boot (cold torch.compile, or a machine's first: fresh) and after a
+    restart (the compile cache warm, or warm-jit where the Triton cache is not kept), and whether the asked-for
+    length starts and serves on each. In eager mode both boots are the same. `restart_other`: graphs only, the
+    restart in the other Triton-cache state."""
 
     first_boot: Prediction
     restart: Prediction
+    restart_other: Prediction | None = None
 
     @property
     def same(self) -> bool:
@@ -346,13 +352,25 @@ def answer(d: Deployment, c: Coefficients, w: WeightBytes | None = None, prompt_
     if d.enforce_eager:
         p = predict(d, c, w, prompt_tokens)
         return Answer(p, p)
-    return Answer(predict(d.with_(compile_cache="cold"), c, w, prompt_tokens),
-                  predict(d.with_(compile_cache="warm"), c, w, prompt_tokens))
+    first = "fresh" if d.compile_cache == "fresh" else "cold"
+    again = "warm-jit" if d.compile_cache == "warm-jit" else "warm"
+    other = "warm" if again == "warm-jit" else "warm-jit"
+    return Answer(predict(d.with_(compile_cache=first), c, w, prompt_tokens),
+                  predict(d.with_(compile_cache=again), c, w, prompt_tokens),
+                  predict(d.with_(compile_cache=other), c, w, prompt_tokens))
 
 
 def answer_json(a: Answer) -> dict[str, Any]:
     """The headline's keys in --json (added to the prediction's own)."""
-    return {"max_model_len_ceiling_first_boot": a.first_boot.ceiling if a.first_boot.plan.ceiling else 0,
-            "max_model_len_ceiling_restart": a.restart.ceiling if a.restart.plan.ceiling else 0,
-            "starts_first_boot": a.first_boot.starts, "starts_restart": a.restart.starts,
-            "defaults_not_chosen": list(a.restart.deployment.defaults)}
+    out = {"max_model_len_ceiling_first_boot": a.first_boot.ceiling if a.first_boot.plan.ceiling else 0,
+           "max_model_len_ceiling_restart": a.restart.ceiling if a.restart.plan.ceiling else 0,
+           "starts_first_boot": a.first_boot.starts, "starts_restart": a.restart.starts,
+           "defaults_not_chosen": list(a.restart.deployment.defaults),
+           "verdicts_first_boot": {k: v.to_json() for k, v in a.first_boot.verdicts.items()},
+           "verdicts_restart": {k: v.to_json() for k, v in a.restart.verdicts.items()},
+           "restart_compile_cache": a.restart.deployment.compile_cache}
+    if a.restart_other is not None:
+        o = a.restart_other
+        out["max_model_len_ceiling_restart_" + o.deployment.compile_cache.replace("-", "_")] = \
+            o.ceiling if o.plan.ceiling else 0
+    return out

@@ -1,42 +1,96 @@
-"""After startup: what serving a prompt needs outside vLLM's budget, and the highest GMU that still
-serves it. Pure arithmetic; bytes per rank, lengths in tokens.
+"""After startup: what serving needs beyond what vLLM holds once it has started, against the memory free then, and
+the verdicts with the band measured around them. Pure arithmetic; bytes per rank, lengths in tokens.
 
-vLLM fills its budget `ceil(total x GMU)` with weights, the profiled peak and the KV cache. What a
-real prefill allocates beyond that must fit in the memory left outside the budget,
-`free at start - budget`. The terms:
-
-- GDN chunked prefill (Qwen3.5 / Qwen3-Next hybrids on the Triton/FLA path, i.e. every non-Hopper
-  GPU): `chunk_gated_delta_rule_fwd` holds, for one layer and one chunk of T = max_num_batched_tokens
-  tokens, v, w, u, v_new and o (T x H x V, bf16), A (T x H x 64, bf16), h (ceil(T/64) x H x K x V,
-  bf16), q and k (T x Hk x K, bf16), g and beta (T x H, fp32); H, Hk = value / key heads per rank.
-  Sizes from vLLM 0.20.2's fla/ops (chunk.py, chunk_delta_h.py, chunk_o.py, FLA_CHUNK_SIZE = 64):
-  exact allocations, not fitted. Cross-checks: club-3090's Qwen3.6-27B cliff OOMs at
-  `chunk_o.py empty_like(v)` asking for 50 MiB (T = 4128, H = 48: 48.4 MiB rounded to the
-  allocator's 2 MiB); on an H100 simulating a 4060 Ti (4B, T = 2048: 137 MiB) a margin of 16 or 64 MiB
-  ran out of memory right after the KV cache was allocated and 300 MiB started (lab fixtures).
-- MTP: the drafter's forward over the same chunk keeps its fc input (T x 2h) and output (T x h).
-- Allocator growth with the prompt length: measured on an H100 (4B, eager, 30,000-token prompt:
-  max reserved +2 MiB), a coefficient `runtime_growth_per_prompt_token_bytes`, refitted by `fit` from
-  probe verify records.
+What vLLM holds when the first request arrives is not its budget `ceil(total x GMU)` (vLLM 0.20.2 source,
+v1/worker/gpu_worker.py compile_or_warm_up_model):
+- CUDA graphs: capture_model empties the allocator's cache before and after capturing, so the profiled activation
+  peak is released; then the sampler's warmup over max_num_seqs rows is kept on purpose, and startup keeps a little
+  more (kernels loaded, the context grown after profiling, allocator rounding): 0.16-0.19 GiB on four H100 startups.
+- eager, where vLLM autotunes FlashInfer (compute capability >= 9.0): a full-size dummy forward runs after the KV
+  cache is allocated and nothing empties the cache after it: the lab held 0.11-0.25 GiB beyond the budget.
+- eager elsewhere (Ampere, Ada): nothing re-runs the forward, so the peak stays released as with graphs (source).
+What a request then needs:
+- the attention backend's lazily allocated buffers at the first request (FlashInfer: 394 MiB per attention metadata
+  builder), in eager mode and where CUDA graphs resolve to PIECEWISE;
+- for a long prompt: a prefill chunk's forward where the peak was released; the GDN chunked-prefill live set (one
+  layer, `chunk_gated_delta_rule_fwd`'s tensors for T = max_num_batched_tokens tokens: v, w, u, v_new, o, A, h, q,
+  k, g, beta; exact sizes from vLLM 0.20.2's fla/ops, cross-checked on club-3090's OOM lines); the MTP drafter's
+  chunk buffers; the allocator's growth with the prompt.
+Each term carries the spread its measurements showed (truth - model, bytes); a verdict adds them up into its band.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .model.arch import ModelArch
-from .units import cdiv
+from .units import GiB, cdiv
 
 FLA_CHUNK = 64  # vLLM fla/ops/utils.py FLA_CHUNK_SIZE
 
 
 @dataclass(frozen=True)
 class Term:
+    """One amount (bytes): needed beyond what vLLM holds, or (a `held` term) what startup holds beyond its budget,
+    negative where it releases. `low`/`high`: truth - model as measured (bytes); `unknown`: what that spread stands
+    for, in words, for the verdict that it decides."""
+
     name: str
     bytes: int
     source: str
-    measured: bool  # False: derived from source or an estimate
+    measured: bool
+    low: int = 0
+    high: int = 0
+    unknown: str = ""
+    stage: str = "prompt"  # "first": arrives with the first request; "prompt": with a long prompt
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """yes / at the edge / no for one question, with the margin (bytes: > 0 is spare) and its band, and the unknown
+    that decides it when at the edge."""
+
+    question: str
+    answer: str  # "yes" | "at the edge" | "no"
+    margin_bytes: int
+    low_bytes: int  # the margin's band: margin + low .. margin + high
+    high_bytes: int
+    deciding: str = ""
+
+    def to_json(self) -> dict:
+        return {"question": self.question, "answer": self.answer, "margin_bytes": self.margin_bytes,
+                "band_bytes": [self.margin_bytes + self.low_bytes, self.margin_bytes + self.high_bytes],
+                "deciding": self.deciding or None}
+
+    @property
+    def text(self) -> str:
+        lo, hi = (self.margin_bytes + self.low_bytes) / GiB, (self.margin_bytes + self.high_bytes) / GiB
+        band = f"{self.margin_bytes / GiB:+.2f} GiB (band {lo:+.2f} to {hi:+.2f})"
+        return f"{self.question}: {self.answer.upper()}, margin {band}" + (f"; {self.deciding}" if self.deciding else "")
+
+
+def verdict(question: str, margin: int, spreads: list[Term], context: Term | None = None) -> Verdict:
+    """The margin (bytes, > 0: spare) and the terms whose measured spread moves it (a need's error lowers the margin,
+    the CUDA context's error lowers the free memory). `context.low/high` are the context's truth - estimate."""
+    parts = [(t, -t.high, -t.low) for t in spreads if t.low or t.high]
+    if context is not None and (context.low or context.high):
+        parts.append((context, -context.high, -context.low))
+    lo, hi = sum(p[1] for p in parts), sum(p[2] for p in parts)
+    answer = "yes" if margin + lo >= 0 else "no" if margin + hi < 0 else "at the edge"
+    deciding = ""
+    if answer == "at the edge" and parts:
+        # the widest spread decides; a context would have to be below zero to rescue it: the next one decides
+        ranked = sorted(parts, key=lambda p: p[2] - p[1], reverse=True)
+        t, a, b = next((x for x in ranked if x[0] is not context or x[0].bytes + margin > 0), ranked[0])
+        if t is context:
+            deciding = (f"{'holds' if margin >= 0 else 'fails'} by the model; it holds only if this card's CUDA "
+                        f"context is under {(t.bytes + margin) / GiB:.2f} GiB (estimated {t.bytes / GiB:.2f}; "
+                        f"the evidence allows {(t.bytes + t.low) / GiB:.2f} to {(t.bytes + t.high) / GiB:.2f})")
+        else:
+            deciding = (f"{'holds' if margin >= 0 else 'fails'} by the model; decided by {t.unknown or t.name} "
+                        f"(spread {a / GiB:+.2f} to {b / GiB:+.2f} GiB)")
+    return Verdict(question, answer, margin, lo, hi, deciding)
 
 
 def gdn_prefill_live_bytes(a: ModelArch, tokens: int, tp: int = 1) -> int:
@@ -65,13 +119,23 @@ def mtp_prefill_bytes(a: ModelArch, tokens: int, mtp: bool) -> int:
 
 @dataclass(frozen=True)
 class RuntimeNeed:
+    """`held`: what vLLM holds after startup beyond its budget (negative: released); `terms`: what serving needs
+    beyond that; `margin_bytes`: free at start - budget. `need_bytes` = held + needs, so serving fits where
+    margin >= need."""
+
     terms: tuple[Term, ...]
-    margin_bytes: int  # free at start - budget: what serving may use beyond the budget
+    margin_bytes: int
     prompt_tokens: int
+    held: tuple[Term, ...] = ()
+    context: Term | None = None  # the CUDA context, with its spread where it is an estimate
+
+    def need_for(self, stage: str = "prompt") -> int:
+        wanted = ("first",) if stage == "first" else ("first", "prompt")
+        return sum(t.bytes for t in self.held) + sum(t.bytes for t in self.terms if t.stage in wanted)
 
     @property
     def need_bytes(self) -> int:
-        return sum(t.bytes for t in self.terms)
+        return self.need_for("prompt")
 
     @property
     def serves(self) -> bool:
@@ -79,42 +143,104 @@ class RuntimeNeed:
 
     @property
     def measured(self) -> bool:
-        return all(t.measured for t in self.terms)
+        return all(t.measured for t in self.terms + self.held)
+
+    def verdict(self, stage: str = "prompt") -> Verdict:
+        wanted = ("first",) if stage == "first" else ("first", "prompt")
+        question = ("serves the first request" if stage == "first" else
+                    f"serves a prompt of {self.prompt_tokens:,} tokens")
+        spreads = list(self.held) + [t for t in self.terms if t.stage in wanted]
+        return verdict(question, self.margin_bytes - self.need_for(stage), spreads, self.context)
 
 
-def runtime_need(a: ModelArch, *, tokens: int, tp: int, mtp: bool, gdn_path: str, prompt_tokens: int,
-                 growth_per_prompt_token: float, growth_source: str, margin_bytes: int,
-                 backend: tuple[str, int, str] | None = None) -> RuntimeNeed:
-    """What a prompt of `prompt_tokens` needs outside the budget, term by term; `backend` is the
-    attention backend's (name, bytes it allocates at the first request, source)."""
+@dataclass(frozen=True)
+class Coef:
+    """A measured amount (bytes) with the lowest and highest its measurements showed, and their source."""
+
+    value: float
+    low: float
+    high: float
+    source: str
+
+
+@dataclass
+class RuntimeInputs:
+    """What the runtime terms depend on (bytes per rank unless named)."""
+
+    arch: ModelArch
+    tokens: int  # one prefill chunk: the prompt, at most max_num_batched_tokens
+    tp: int
+    mtp: bool
+    eager: bool
+    autotune: bool  # vLLM runs FlashInfer's full-size autotune forward after the KV cache (compute capability >= 9)
+    activation: int  # the profiled peak (the budget's term)
+    chunk_forward: int  # one prefill chunk's forward above the base, as profiled (released peaks come back for it)
+    sampler_warmup: int  # the sampler's warmup after capture: max_num_seqs rows (and a drafter's), kept reserved
+    gdn_path: str
+    prompt_tokens: int
+    margin: int  # free at start - budget
+    backend: tuple[str, int, str, int, int] | None = None  # (label, bytes at the first request, source, low, high)
+    growth: Coef = field(default_factory=lambda: Coef(0.0, 0.0, 0.0, ""))
+    held_graphs: Coef = field(default_factory=lambda: Coef(0.0, 0.0, 0.0, ""))
+    held_eager_autotune: Coef = field(default_factory=lambda: Coef(0.0, 0.0, 0.0, ""))
+    prompt_error: Coef = field(default_factory=lambda: Coef(0.0, 0.0, 0.0, ""))  # truth - model of a long prompt
+    activation_error: Coef = field(default_factory=lambda: Coef(0.0, 0.0, 0.0, ""))  # truth - model of the peak
+
+
+def runtime_need(i: RuntimeInputs, context: Term | None = None) -> RuntimeNeed:
+    """What a prompt of `prompt_tokens` needs beyond what vLLM holds after startup, term by term."""
+    released = not i.eager or not i.autotune  # the profiled peak is given back before serving
+    held: list[Term] = []
+    if released:
+        a = i.activation_error  # a larger true peak releases more: as a need, the opposite sign
+        held.append(Term("profiled peak released after startup", -i.activation,
+                         "vLLM 0.20.2 source: the allocator's cache is emptied around CUDA graph capture; in eager "
+                         "mode nothing re-reserves it without the FlashInfer autotune", False, -int(a.high), -int(a.low),
+                         "the activation peak as profiled"))
+        held.append(Term("sampler warmup kept after startup", i.sampler_warmup, "vLLM 0.20.2 gpu_worker.py: the "
+                         "sampler's dummy run over max_num_seqs rows comes after capture_model on purpose, so that "
+                         "its buffers stay reserved; the profile's sampler term at that batch", False))
+        h = i.held_graphs
+        held.append(Term("kept by startup beyond the budget", int(h.value), h.source, True, int(h.low - h.value),
+                         int(h.high - h.value), "what vLLM keeps after startup on this card" +
+                         ("" if not i.eager else " in eager mode (measured with graphs only)")))
+    else:
+        h = i.held_eager_autotune
+        held.append(Term("kept by startup beyond the budget (eager, FlashInfer autotune)", int(h.value), h.source,
+                         True, int(h.low - h.value), int(h.high - h.value), "what the eager autotune keeps reserved"))
     terms: list[Term] = []
-    if backend and backend[1]:
-        terms.append(Term(f"{backend[0]}: workspace (first request)", backend[1], backend[2], True))
-    if a.is_hybrid:
-        live = gdn_prefill_live_bytes(a, tokens, tp)
-        src = (f"GDN chunked prefill live set, one layer, {tokens} tokens a chunk ({gdn_path}; vLLM 0.20.2 "
-               "fla/ops allocation sizes)")
-        terms.append(Term("GDN prefill live tensors", live, src, False))
-    if mtp:
-        terms.append(Term("MTP drafter chunk buffers", mtp_prefill_bytes(a, tokens, mtp),
+    if i.backend and i.backend[1]:
+        terms.append(Term(f"{i.backend[0]}: workspace (first request)", i.backend[1], i.backend[2], True,
+                          i.backend[3], i.backend[4], "the attention backend's first-request buffers", "first"))
+    if released:
+        terms.append(Term("a prefill chunk's forward (its peak was released)", i.chunk_forward,
+                          f"the profiled forward over {i.tokens:,} batched tokens, allocated again by a long prompt",
+                          False))
+    if i.arch.is_hybrid:
+        live = gdn_prefill_live_bytes(i.arch, i.tokens, i.tp)
+        terms.append(Term("GDN prefill live tensors", live, f"GDN chunked prefill live set, one layer, {i.tokens} "
+                          f"tokens a chunk ({i.gdn_path}; vLLM 0.20.2 fla/ops allocation sizes)", False))
+    if i.mtp:
+        terms.append(Term("MTP drafter chunk buffers", mtp_prefill_bytes(i.arch, i.tokens, i.mtp),
                           "drafter fc input (2h) + output (h) per chunk token, bf16", False))
-    terms.append(Term("allocator growth with the prompt", int(growth_per_prompt_token * prompt_tokens),
-                      growth_source, True))
-    return RuntimeNeed(tuple(terms), margin_bytes, prompt_tokens)
+    e = i.prompt_error
+    terms.append(Term("allocator growth with the prompt", int(i.growth.value * i.prompt_tokens), i.growth.source, True,
+                      int(e.low), int(e.high), "what a long prompt allocates" if e.source else ""))
+    return RuntimeNeed(tuple(terms), i.margin, i.prompt_tokens, tuple(held), context)
 
 
 def eager_warmup_bytes(mlp_width: int, tokens: int, tp: int = 1) -> int:
-    """Eager mode: after the KV cache is allocated, vLLM's kernel warmup runs a dummy forward of
-    `tokens` tokens again; it must find two MLP intermediates (tokens x width/tp, bf16) outside the
-    budget (bytes). An estimate bounded by four H100 lab startups (vLLM 0.20.2): Qwen3.5-9B, 8192
-    tokens (192 MiB each): 143 MiB failed ("Tried to allocate 192.00 MiB"), 389 MiB started;
-    Qwen3.5-4B, 2048 tokens (36 MiB each): 16 and 64 MiB failed, 300 MiB started."""
+    """Eager mode where vLLM autotunes FlashInfer (compute capability >= 9.0): after the KV cache is allocated, the
+    autotune re-runs a dummy forward of `tokens` tokens; it must find two MLP intermediates (tokens x width/tp, bf16)
+    outside the budget (bytes). An estimate bounded by four H100 lab startups (vLLM 0.20.2): Qwen3.5-9B, 8192 tokens
+    (192 MiB each): 143 MiB failed ("Tried to allocate 192.00 MiB"), 389 MiB started; Qwen3.5-4B, 2048 tokens
+    (36 MiB each): 16 and 64 MiB failed, 300 MiB started."""
     return 2 * tokens * max(1, mlp_width // tp) * 2
 
 
 def max_serving_gmu(total_bytes: int, free_at_start: int, need_bytes: int) -> float | None:
     """Largest GMU (0.01 steps) whose budget leaves `need_bytes` of the free memory unbudgeted."""
-    g = math.floor((free_at_start - need_bytes) / total_bytes * 100 + 1e-9) / 100
+    g = min(1.0, math.floor((free_at_start - need_bytes) / total_bytes * 100 + 1e-9) / 100)
     while g > 0 and free_at_start - math.ceil(total_bytes * g) < need_bytes:
         g = round(g - 0.01, 2)
     return g if g > 0 else None

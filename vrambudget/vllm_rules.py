@@ -219,3 +219,23 @@ def choose_version(given: str | None) -> VersionChoice:
                         f"{rules.version}'s rules, but between them vLLM changed ({'; '.join(changed)}) "
                         f"and which of these {asked} has is not known here")
     return VersionChoice(asked, how, rules, tuple(warnings))
+
+
+# How `cudagraph_mode` resolves (vLLM 0.20.2 config/compilation.py resolve_cudagraph_mode_and_sizes, called from
+# gpu_model_runner._check_and_update_cudagraph_mode with the lowest CUDA-graph support among the attention groups'
+# builders; 0.26.0's is the same). Support levels: v1/attention/backend.py AttentionCGSupport.
+CG_SUPPORT = {"NEVER": 0, "UNIFORM_SINGLE_TOKEN_DECODE": 1, "UNIFORM_BATCH": 2, "ALWAYS": 3}
+
+
+def cudagraph_mode(eager: bool, spec_tokens: int, support: str) -> str:
+    """The mode vLLM runs for the default FULL_AND_PIECEWISE: NONE in eager mode; PIECEWISE where decode would need
+    FULL graphs of 1 + k tokens a request (speculative decoding) that the backend cannot capture (below
+    UNIFORM_BATCH, e.g. FlashInfer without TRT-LLM attention), or no FULL graphs at all (NEVER); else
+    FULL_AND_PIECEWISE. PIECEWISE runs attention outside the graphs, so a backend's lazily allocated buffers arrive
+    with the first request instead of in the capture."""
+    if eager:
+        return "NONE"
+    level = CG_SUPPORT[support]
+    if level == CG_SUPPORT["NEVER"] or (spec_tokens and level < CG_SUPPORT["UNIFORM_BATCH"]):
+        return "PIECEWISE"
+    return "FULL_AND_PIECEWISE"

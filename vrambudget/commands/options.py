@@ -37,6 +37,8 @@ class DeploymentOptions:
     vllm_version: Optional[str] = None
     other_gpu_usage: Optional[str] = None
     attention_backend: Optional[str] = None
+    free_memory: Optional[str] = None
+    simulated_on: Optional[str] = None
 
     def with_(self, **changes: Any) -> "DeploymentOptions":
         from dataclasses import replace
@@ -105,6 +107,12 @@ OPTIONS: dict[str, tuple[Any, Any]] = {
     "attention_backend": (Annotated[Optional[str], typer.Option(
         "--attention-backend", rich_help_panel=P, help="vLLM's --attention-backend, when you force one: FLASH_ATTN, "
         "FLASHINFER or TRITON_ATTN (default: the one vLLM picks on this GPU for this KV dtype).")], None),
+    "free_memory": (Annotated[Optional[str], typer.Option(
+        "--free-memory", help="The free memory vLLM sees at start where you know it, e.g. 15.56GiB (its log's 'Free "
+        "memory on device (X/Y GiB) on startup'): replaces the CUDA-context estimate.")], None),
+    "simulated_on": (Annotated[Optional[str], typer.Option(
+        "--simulated-on", help="Plan the --gpu card as `probe --simulate-gpu` measures it on this bigger GPU (e.g. "
+        "h100): that chip's architecture, kernels and CUDA context with the card's memory.")], None),
 }
 assert set(OPTIONS) == {f.name for f in fields(DeploymentOptions)}, "every option is a DeploymentOptions field"
 
@@ -135,8 +143,40 @@ def deployment_command(app: typer.Typer, name: str | None = None, *, exclude: tu
     return register
 
 
+def environment(env: dict[str, str] | None = None) -> dict[str, Any]:
+    """What vLLM reads from the environment that moves memory: PYTORCH_CUDA_ALLOC_CONF's expandable_segments and
+    VLLM_FLASHINFER_WORKSPACE_BUFFER_SIZE (bytes), as Flags fields; a malformed value is a one-line error."""
+    import os
+
+    from ..errors import UserError
+
+    env = os.environ if env is None else env
+    out: dict[str, Any] = {}
+    conf = env.get("PYTORCH_CUDA_ALLOC_CONF", "").strip()
+    if conf:
+        for item in conf.split(","):
+            key, sep, value = item.partition(":")
+            if not sep or not key.strip() or not value.strip():
+                raise UserError(f"PYTORCH_CUDA_ALLOC_CONF={conf!r}: each setting is key:value, comma-separated "
+                                "(e.g. expandable_segments:True); fix or unset it")
+            if key.strip() == "expandable_segments":
+                if value.strip() not in ("True", "False"):
+                    raise UserError(f"PYTORCH_CUDA_ALLOC_CONF expandable_segments:{value.strip()}: PyTorch takes True "
+                                    "or False")
+                out["expandable_segments"] = value.strip() == "True"
+    size = env.get("VLLM_FLASHINFER_WORKSPACE_BUFFER_SIZE", "").strip()
+    if size:
+        if not size.isdigit() or int(size) <= 0:
+            raise UserError(f"VLLM_FLASHINFER_WORKSPACE_BUFFER_SIZE={size!r}: vLLM reads a whole number of bytes "
+                            "(e.g. 268435456 for 256 MiB); fix or unset it")
+        out["flashinfer_workspace_bytes"] = int(size)
+    return out
+
+
 def build(o: DeploymentOptions):
     """Resolve the options into (Deployment, Coefficients): vLLM's defaults filled in for the GPU and version."""
+    from dataclasses import replace
+
     from ..coefficients import load
     from ..deployment import Flags, parse_speculative_config, resolve
     from ..errors import UserError
@@ -166,9 +206,13 @@ def build(o: DeploymentOptions):
                   enable_prefix_caching=o.enable_prefix_caching, tensor_parallel_size=o.tensor_parallel_size,
                   compile_cache=o.compile_cache, language_model_only=o.language_model_only,
                   other_gpu_bytes=parse_size(o.other_gpu_usage) if o.other_gpu_usage else 0,
-                  attention_backend=backend, draft_model=draft)
+                  attention_backend=backend, draft_model=draft,
+                  free_at_start_bytes=parse_size(o.free_memory) if o.free_memory else None)
+    flags = replace(flags, **environment())
     src = resolve_model(o.model)
     gpu = catalog.resolve(o.gpu, o.gpu_memory)
+    if o.simulated_on:
+        gpu = catalog.simulated(gpu, catalog.lookup(o.simulated_on))
     choice = choose_version(o.vllm_version)
     d = resolve(src, gpu, choice.rules, flags).with_(vllm=choice)
     return d, load(choice.rules.version, gpu.key, src.ref)

@@ -33,6 +33,7 @@ def plan(opts: DeploymentOptions,
         from tabulate import tabulate
 
         from ..output import servecmd as sc
+        from ..plan import best as choose
         from ..plan import plan as run_plan
         from ..plan import what_would
         from ..predict import predict as run
@@ -44,11 +45,11 @@ def plan(opts: DeploymentOptions,
         tokens = parse_tokens(target_context)
         d, c = opts.with_(mtp=0, max_model_len=str(tokens), compile_cache="warm").build()
         options = run_plan(d, c, tokens, mtp)
-        best = next((o for o in options if o.serves), None)
+        best = choose(options)
         rows = [[o.label, f"{o.gmu_restart:.2f}" if o.gmu_restart else "-",
                  ("same" if o.enforce_eager else f"{o.gmu_first_boot:.2f}" if o.gmu_first_boot else "fails")
                  if o.gmu_restart else "-", f"{o.max_serving_gmu:.2f}" if o.max_serving_gmu else "-",
-                 "yes" if o.serves else "no"] for o in options]
+                 (o.verdict or "no") if o.serves else "no"] for o in options]
         result: dict[str, Any] = {"target_context": tokens, "options": [o.__dict__ | {"gmu": o.gmu} for o in options],
                                   "inputs": d.inputs()}
         text = [f"{tokens:,} tokens of {d.model.ref} on {d.gpu.name}, {d.version_label}, KV {d.kv_cache_dtype}",
@@ -59,12 +60,16 @@ def plan(opts: DeploymentOptions,
             result["suggestion"] = text[-1]
         else:
             dd = d.with_(enforce_eager=best.enforce_eager, spec_tokens=mtp if best.mtp else 0, speculative_method="mtp",
-                         gmu=best.gmu, compile_cache="warm")
+                         gmu=best.gmu, compile_cache="warm", attention_backend=best.attention_backend)
             cmd = sc.build_command(dd, run(dd, c), checkpoint or model_arg(dd), tokens, 8000, None)
             first = ("" if best.enforce_eager or (best.gmu_first_boot and best.gmu_first_boot <= best.gmu) else
                      " Its first boot after a change compiles cold and fails at this GMU; the restart starts "
                      "(Restart=on-failure in the systemd unit).")
-            text.append(f"Fastest that serves: {best.label} at GMU {best.gmu:.2f}.{first}")
+            edge = ("" if best.verdict == "yes" else " It is at the edge: `vrambudget predict` with these flags names "
+                    "the unknown that decides it.")
+            text.append(f"Fastest that serves: {best.label} at GMU {best.gmu:.2f}.{first}{edge}"
+                        + (" TRITON_ATTN avoids FlashInfer's workspaces; its decode speed against FlashInfer's is "
+                           "not measured here." if best.attention_backend == "TRITON_ATTN" else ""))
             text.append(sc.render(cmd, fmt, f"vLLM {cmd.argv[1]} (max_model_len {tokens}, GMU {best.gmu:.2f}; "
                                              "vrambudget)", d.rules.version, 8000).rstrip("\n"))
             result["chosen"] = best.label

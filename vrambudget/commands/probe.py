@@ -62,7 +62,12 @@ def probe(opts: DeploymentOptions,
 
         sim = simulate_gpu or (opts.gpu_memory if free_memory else None)
         d, c = opts.with_(gpu=simulate_gpu or (None if opts.gpu_memory else opts.gpu)).build()
-        sim_opts = simulation(d.gpu, free_memory) if sim else {}
+        sim_opts: dict = {}
+        if sim:  # plan what runs: the card's memory on this GPU's chip, vLLM seeing the free memory the blocker leaves
+            from ..hardware.catalog import simulated
+
+            sim_opts, host = simulation(d.gpu, free_memory)
+            d = d.with_(gpu=simulated(d.gpu, host), free_at_start_bytes=sim_opts["simulate_free_bytes"])
         rd = Path(runs_dir) if runs_dir else user_dir() / "runs" / time.strftime("%Y%m%d-%H%M%S")
         rd.mkdir(parents=True, exist_ok=True)
         o = ProbeOptions(vllm_cmd=shlex.split(vllm_cmd), port=port, dummy_weights=dummy_weights,

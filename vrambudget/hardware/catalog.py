@@ -125,6 +125,15 @@ def _cores_per_sm(major: int, minor: int) -> int:
     return 64 if (major, minor) == (8, 0) else 128
 
 
+def simulated(card: GPU, host: GPU) -> GPU:
+    """`card`'s memory on `host`'s chip (a `probe --simulate-gpu` run): the host's architecture, SMs and kernels decide
+    what vLLM does beyond the budget; its CUDA context is the host's."""
+    from dataclasses import replace
+
+    return replace(host, name=f"{card.name} (simulated on {host.name})", total_bytes=card.total_bytes,
+                   source=card.source, free_bytes=None, used_bytes=0)
+
+
 def resolve(gpu: str | None, gpu_memory: str | None) -> GPU:
     from ..units import parse_size
 

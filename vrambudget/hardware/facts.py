@@ -15,11 +15,14 @@ from ..model.weights import Int4Load
 
 @dataclass(frozen=True)
 class Fact:
-    """A number (bytes) with where it comes from; `measured` False means an estimate."""
+    """A number (bytes) with where it comes from; `measured` False means an estimate, whose truth lies within
+    value + low .. value + high as far as the evidence shows (bytes; 0, 0 where measured)."""
 
     value: int
     source: str
     measured: bool
+    low: int = 0
+    high: int = 0
 
 
 @dataclass(frozen=True)
@@ -29,9 +32,10 @@ class Backend:
     profiled_bytes: int  # what it adds to the profiled torch peak (workspaces)
     source: str
     cost_source: str
-    runtime_eager_bytes: int = 0  # allocated at the first request in eager mode, outside the budget
-    runtime_graphs_bytes: int = 0
+    runtime_eager_bytes: int = 0  # allocated lazily at the first request (eager, or graphs with attention outside
+    runtime_graphs_bytes: int = 0  # them: PIECEWISE), per attention metadata builder, outside the budget
     runtime_source: str = ""
+    cudagraph_support: str = "ALWAYS"  # vLLM's AttentionCGSupport for this backend on this GPU
 
     def runtime_bytes(self, eager: bool) -> int:
         return self.runtime_eager_bytes if eager else self.runtime_graphs_bytes
@@ -54,11 +58,20 @@ def cuda_context(gpu: GPU) -> Fact:
     if m:
         return Fact(int(m["bytes"]), m["source"], True)
     model = c["model"]
+    spread = model.get("spread", {})
+    low, high = int(spread.get("low_bytes", 0)), int(spread.get("high_bytes", 0))
     if gpu.sms:
-        return Fact(int(model["base_bytes"] + model["per_sm_bytes"] * gpu.sms),
-                    f"{model['source']} ({gpu.sms} SMs)", False)
+        value = int(model["base_bytes"] + model["per_sm_bytes"] * gpu.sms)
+        source = f"estimate: SM-count model ({gpu.sms} SMs; {model['source'].removeprefix('estimate: ')})"
+        bound = c.get("bounds", {}).get(gpu.key)
+        if bound and int(bound["max_bytes"]) < value:  # public evidence caps it below the model: take the cap
+            value, source = int(bound["max_bytes"]), f"estimate: at most this ({bound['source']})"
+        if bound:  # the spread cannot reach above the evidence
+            high = min(high, int(bound["max_bytes"]) - value)
+        return Fact(value, source, False, low, high)
     h200 = c["measured"]["h200"]
-    return Fact(int(h200["bytes"]), "estimate: SM count unknown, the H200 figure is used", False)
+    return Fact(int(h200["bytes"]), "estimate: SM count unknown, the H200 figure is used", False, -int(h200["bytes"]) // 2,
+                0)
 
 
 def attention_backend(gpu: GPU, kv: str, head_dim: int = 128) -> Backend:
@@ -70,13 +83,13 @@ def attention_backend(gpu: GPU, kv: str, head_dim: int = 128) -> Backend:
             continue
         kinds = r["kv"] if isinstance(r["kv"], list) else [r["kv"]]
         if gpu.architecture in r["architectures"] and ("any" in kinds or kv in kinds):
-            return _backend(r["backend"], r.get("variant", ""), r["source"])
-    return _backend("FLASH_ATTN", "", f"architecture {gpu.architecture!r} not in the table: assumed FLASH_ATTN")
+            return _backend(r["backend"], r.get("variant", ""), r["source"], gpu)
+    return _backend("FLASH_ATTN", "", f"architecture {gpu.architecture!r} not in the table: assumed FLASH_ATTN", gpu)
 
 
-def backend_named(name: str) -> Backend:
+def backend_named(name: str, gpu: GPU | None = None) -> Backend:
     """A backend forced by the user (vLLM's --attention-backend NAME)."""
-    return _backend(name.upper(), "", "forced with --attention-backend")
+    return _backend(name.upper(), "", "forced with --attention-backend", gpu)
 
 
 def known_backends() -> tuple[str, ...]:
@@ -84,12 +97,24 @@ def known_backends() -> tuple[str, ...]:
     return tuple(_facts()["attention_backends"]["costs"])
 
 
-def _backend(name: str, variant: str, source: str) -> Backend:
+def _backend(name: str, variant: str, source: str, gpu: GPU | None = None) -> Backend:
     costs = _facts()["attention_backends"]["costs"]
     cost = costs.get(name) or costs["FLASH_ATTN"]
+    cg = cost.get("cudagraph_support", {})
+    support = cg.get(gpu.architecture, cg.get("default", "ALWAYS")) if gpu else cg.get("default", "ALWAYS")
     return Backend(name, variant, int(cost["profiled_bytes"]), source, cost["source"],
                    int(cost.get("runtime_bytes_eager", 0)), int(cost.get("runtime_bytes_graphs", 0)),
-                   cost.get("runtime_source", ""))
+                   cost.get("runtime_source", ""), support)
+
+
+def flashinfer_autotunes(gpu: GPU) -> Fact:
+    """Whether vLLM runs FlashInfer's autotune (a full-size dummy forward) after the KV cache is allocated on this
+    GPU (gpu_facts.json post_startup); `value` 1 or 0, with its source. Unknown architectures: assumed not."""
+    for r in _facts()["post_startup"]["rules"]:
+        if gpu.architecture in r["architectures"]:
+            return Fact(int(bool(r["flashinfer_autotune"])), r["source"], False)
+    return Fact(0, f"architecture {gpu.architecture!r} not in gpu_facts.json post_startup: assumed no autotune",
+                False)
 
 
 def gdn_prefill_path(gpu: GPU) -> str:

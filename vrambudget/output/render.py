@@ -9,6 +9,7 @@ from tabulate import tabulate
 from ..deployment import Deployment, gmu_flag
 from ..hardware.facts import gdn_prefill_path
 from ..predict import Answer, Prediction
+from ..runtime import Verdict
 from ..units import GiB, MiB
 
 
@@ -29,6 +30,9 @@ def header(p: Prediction) -> str:
             f"{d.version_label} | GMU {d.gmu:.2f} | KV {d.kv_cache_dtype} | {mode} | {mtp} | "
             f"max_num_seqs {d.max_num_seqs} | max_num_batched_tokens {d.max_num_batched_tokens} | TP {d.tp}"
             + (" | prefix caching" if d.enable_prefix_caching else "")
+            + (" | expandable segments" if d.expandable_segments else "")
+            + (f" | FlashInfer workspace {d.flashinfer_workspace_bytes / MiB:.0f} MiB"
+               if d.flashinfer_workspace_bytes is not None else "")
             + (" | language model only" if a.is_multimodal and d.language_model_only else ""))
 
 
@@ -112,8 +116,9 @@ def _short(source: str, n: int = 110) -> str:
 
 
 def answer_lines(a: Answer) -> list[str]:
-    """The headline, before any table: ceilings on the first boot and after a restart, whether the
-    asked-for max_model_len starts, the one change that makes it start, and whether it serves."""
+    """The headline, before any table: ceilings on the first boot and after a restart, whether the asked-for
+    max_model_len starts, the one change that makes it start, and the verdicts (yes / at the edge / no, the margin,
+    its measured band and the unknown that decides it) for starting and serving."""
     f, r = a.first_boot, a.restart
     d = r.deployment
     fc = f.ceiling if f.plan.ceiling else 0
@@ -126,8 +131,15 @@ def answer_lines(a: Answer) -> list[str]:
                  else "eager: every boot gets the same KV cache")
         lines.append(f"Longest context: {rc:,} tokens ({which}).")
     else:
+        o = a.restart_other
+        other = ""
+        if o is not None:
+            oc = o.ceiling if o.plan.ceiling else 0
+            other = (f"; {oc:,} where the Triton cache (~/.triton) is not kept" if o.deployment.compile_cache ==
+                     "warm-jit" else f"; {oc:,} where the Triton cache is kept")
+        state = "compile cache warm" if d.compile_cache == "warm" else "compile cache warm, Triton kernels compiled again"
         lines.append(f"Longest context: {fc:,} tokens on the first boot after a change (torch.compile runs cold), "
-                     f"{rc:,} after a restart (compile cache warm).")
+                     f"{rc:,} after a restart ({state}{other}).")
     what = f"max_model_len {d.max_model_len:,}" + ("" if d.max_model_len_given else " (vLLM's default: the model's maximum)")
     if d.auto_fit:
         lines.append(f"--max-model-len auto: vLLM fits it to {f.max_model_len:,} on a first boot"
@@ -139,17 +151,71 @@ def answer_lines(a: Answer) -> list[str]:
                      f"(systemd) or start cold with --max-model-len {fc:,}.")
     else:
         lines.append(f"{what} does not start: {_fix(r)}.")
-    rt = r.runtime
-    if rt is not None and r.budget.available_kv_bytes > 0:
-        sg = f"highest GMU that serves it: {r.max_serving_gmu:.2f}" if r.max_serving_gmu else "no GMU serves it"
-        lines.append(f"{'Serves' if rt.serves else 'MAY NOT SERVE'}: a {rt.prompt_tokens:,}-token prompt needs "
-                     f"~{rt.need_bytes / GiB:.2f} GiB outside the budget, {rt.margin_bytes / GiB:.2f} GiB is left "
-                     f"({sg}).")
+    lines += verdict_lines(r, a.same)
     if d.defaults:
         lines.append(f"Not chosen by you (vLLM {d.rules.version} defaults on this GPU): {', '.join(d.defaults)}.")
     if r.estimated:
         lines.append(f"Estimated, not measured here: {'; '.join(r.estimated)}.")
     return lines
+
+
+def _band(v: Verdict) -> str:
+    lo, hi = (v.margin_bytes + v.low_bytes) / GiB, (v.margin_bytes + v.high_bytes) / GiB
+    return f"margin {v.margin_bytes / GiB:+.2f} GiB" + (f" (measured band {lo:+.2f} to {hi:+.2f})" if lo != hi else "")
+
+
+def verdict_lines(p: Prediction, same: bool = True) -> list[str]:
+    """One line per verdict of a (restart) prediction: starts, the first request, the long prompt; and where the
+    attention backend's first-request buffers decide it, the ways out with their cost."""
+    v, rt = p.verdicts, p.runtime
+    if not v or rt is None:
+        return []
+    when = "" if same else " after a restart"
+    d = p.deployment
+    if d.auto_fit or not d.max_model_len_given:  # vLLM fits the length itself (or refuses its default): the band
+        lo, hi = p.ceiling_band or (p.ceiling, p.ceiling)  # of the ceiling is the answer
+        out = [f"Ceiling{when}: {p.ceiling:,} tokens by the model, {lo:,} to {hi:,} within the activation peak's "
+               "measured spread."] if lo != hi else []
+    else:
+        out = [f"Starts{when}: {v['starts'].answer.upper()}, {_band(v['starts'])}"
+               + (f"; {v['starts'].deciding}" if v['starts'].deciding else "") + "."]
+    ws = next((t for t in rt.terms if t.stage == "first" and t.bytes), None)
+    first = v["first request"]
+    label = ws.name.split(":")[0].split(", ") if ws else []
+    out.append(f"First request: {first.answer.upper()}, {_band(first)}"
+               + (f": {label[0]}'s workspaces ({label[1]}, {ws.bytes / GiB:.2f} GiB) arrive with it" if ws else "")
+               + (f"; {first.deciding}" if first.deciding else "") + ".")
+    prompt = v["prompt"]
+    sg = f"; highest GMU that serves it: {p.max_serving_gmu:.2f}" if p.max_serving_gmu else "; no GMU serves it"
+    out.append(f"A {rt.prompt_tokens:,}-token prompt: {prompt.answer.upper()}, {_band(prompt)}"
+               + (f"; {prompt.deciding}" if prompt.deciding else "") + sg + ".")
+    if ws and (first.answer != "yes" or prompt.answer != "yes"):
+        out.append("Way out where FlashInfer's workspaces decide it: " + backend_advice(p, ws))
+    return out
+
+
+def backend_advice(p: Prediction, ws) -> str:
+    """The ways out where the attention backend's first-request buffers decide whether a deployment serves, each
+    with its cost: another backend, a smaller workspace, a lower GMU."""
+    from ..runtime import max_serving_gmu
+
+    d, rt = p.deployment, p.runtime
+    builders = int(ws.name.split(", ")[1].split(" ")[0]) if ", " in ws.name else 1
+    stage = "first" if p.verdicts["first request"].answer != "yes" else "prompt"
+    v = p.verdicts["first request" if stage == "first" else "prompt"]
+    short = -v.margin_bytes - v.low_bytes  # what it lacks at the low end of the band
+    each = ws.bytes // builders
+    smaller = (each - -(-short // builders)) // MiB * MiB
+    g = max_serving_gmu(d.gpu.total_bytes, p.budget.free_at_start_bytes, rt.need_for(stage) - v.low_bytes)
+    ways = ["--attention-backend TRITON_ATTN (no workspace; it captures FULL decode graphs with a drafter; its decode "
+            "speed against FlashInfer's is not measured here)"]
+    if smaller > 0:
+        ways.append(f"VLLM_FLASHINFER_WORKSPACE_BUFFER_SIZE={smaller} ({smaller // MiB} MiB for each of the {builders} "
+                    f"workspaces instead of {each // MiB}; whether FlashInfer's plans fit a smaller workspace at this "
+                    "batch size is not measured)")
+    if g:
+        ways.append(f"--gpu-memory-utilization {g:.2f} (less KV cache)")
+    return "; ".join(ways) + "."
 
 
 def runtime_table(p: Prediction) -> str:
@@ -185,7 +251,8 @@ def table_text(t: dict[str, Any], target: dict[str, float | None] | None, tokens
     def cell(r: dict[str, Any], col: str) -> str:
         warm, cold = r["ceilings"][col], r["ceilings_first_boot"][col]
         fmt = lambda v: f"{v:,}" if v else "-"  # noqa: E731
-        mark = "*" if warm and not r.get("serves", {}).get(col, True) else ""
+        verdict = r.get("serves_verdict", {}).get(col)
+        mark = "~" if warm and verdict == "at the edge" else "*" if warm and verdict == "no" else ""
         return (fmt(warm) if warm == cold else f"{fmt(cold)} / {fmt(warm)}") + mark
 
     rows = [[f"{r['gmu']:.2f}"] + [cell(r, c) for c in cols] for r in t["rows"]]
@@ -199,11 +266,14 @@ def table_text(t: dict[str, Any], target: dict[str, float | None] | None, tokens
 
         out += "\n\n" + tabulate([[f"{tokens:,}"] + [gm(c) for c in cols]], headers=["smallest GMU for"] + cols,
                                  tablefmt="simple", disable_numparse=True, stralign="right")
-    starred = any(r["ceilings"][c] and not r.get("serves", {}).get(c, True) for r in t["rows"] for c in cols)
+    marks = {r.get("serves_verdict", {}).get(c) for r in t["rows"] for c in cols if r["ceilings"][c]}
     return out + ("\n(ceiling = longest max_model_len that starts; graph columns: first boot after a change / "
                   "restart with the compile cache warm; '-' = does not start"
-                  + ("; * = starts, but a prompt that long is predicted to run out of memory after startup: "
-                     "`predict --gmu G` names the terms" if starred else "") + ")")
+                  + ("; * = starts, but a prompt that long runs out of memory after startup" if "no" in marks else "")
+                  + ("; ~ = serving a prompt that long is at the edge of the measured band" if "at the edge" in marks
+                     else "")
+                  + ("; `predict --gmu G` names the terms and the unknown that decides it" if marks & {"no", "at the edge"}
+                     else "") + ")")
 
 
 def activation_formula(d: Deployment) -> str:

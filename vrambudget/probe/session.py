@@ -85,8 +85,9 @@ def model_arg(d: Deployment) -> str:
     return hf_id
 
 
-def simulation(card, free_memory: str | None) -> dict[str, Any]:
-    """ProbeOptions for measuring `card` (a catalog GPU) on the local, bigger GPU (read through NVML)."""
+def simulation(card, free_memory: str | None) -> tuple[dict[str, Any], Any]:
+    """ProbeOptions for measuring `card` (a catalog GPU) on the local, bigger GPU (read through NVML), and that GPU:
+    what runs is the card's memory on its chip (hardware.catalog.simulated)."""
     from ..hardware.catalog import detect
     from ..hardware.facts import cuda_context
     from ..units import parse_size
@@ -97,7 +98,7 @@ def simulation(card, free_memory: str | None) -> dict[str, Any]:
                         f"this one is {real.name} ({real.total_gib:.2f} GiB)")
     free = parse_size(free_memory) if free_memory else card.total_bytes - cuda_context(card).value
     return {"simulate_free_bytes": free, "real_total_bytes": real.total_bytes,
-            "real_context_bytes": cuda_context(real).value}
+            "real_context_bytes": cuda_context(real).value}, real
 
 
 def simulated_gmu(card_total: int, gmu: float, real_total: int) -> str:

@@ -1,0 +1,105 @@
+"""A deployment's runtime inputs and its verdicts: how CUDA graphs resolve for its attention backend, which
+buffers its first request allocates, what vLLM holds once started on this GPU, and the answers to "starts",
+"starts after a restart" and "serves a prompt of N tokens" with the band measured around each. Pure: the
+deployment, its budget and the coefficients in; runtime.py does the arithmetic."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .budget import Budget, Features, features, forward_peak, sampler_peak
+from .coefficients import Coefficients
+from .deployment import Deployment
+from .hardware.facts import flashinfer_autotunes, gdn_prefill_path
+from .kv.planner import KVLayout
+from .runtime import Coef, RuntimeInputs, RuntimeNeed, Term, Verdict, runtime_need, verdict
+from .units import GiB
+from .vllm_rules import cudagraph_mode
+
+
+def graph_mode(d: Deployment, b: Budget) -> str:
+    """vLLM's resolved cudagraph_mode for this deployment: NONE (eager), PIECEWISE or FULL_AND_PIECEWISE."""
+    return cudagraph_mode(d.enforce_eager, d.spec_tokens, b.backend.cudagraph_support)
+
+
+def attention_builders(d: Deployment, lay: KVLayout) -> int:
+    """Attention metadata builders: one per attention KV-cache group (vLLM 0.20.2 gpu_model_runner.py
+    initialize_attn_backend) and one for the MTP drafter (spec_decode/llm_base_proposer.py draft_attn_groups)."""
+    return (sum(lay.groups(k) for k in lay.buckets if k.kind != "gdn") or 1) + (1 if d.mtp else 0)
+
+
+def first_request_buffers(d: Deployment, b: Budget, lay: KVLayout) -> tuple[str, int, str, int, int]:
+    """The attention backend's buffers the first request allocates (label, bytes, source, and truth - model low and
+    high in bytes): every
+    builder's own workspace (FlashInfer: v1/attention/backends/flashinfer.py _get_workspace_buffer, not shared),
+    lazily, in eager mode and where graphs resolve to PIECEWISE (attention outside the graphs); with FULL decode
+    graphs the capture allocates it, inside the CUDA graph estimate."""
+    n = attention_builders(d, lay)
+    lazy = d.enforce_eager or graph_mode(d, b) == "PIECEWISE"
+    each = b.backend.runtime_bytes(eager=True) if lazy else 0
+    if each and b.backend.name == "FLASHINFER" and d.flashinfer_workspace_bytes is not None:
+        each = d.flashinfer_workspace_bytes  # VLLM_FLASHINFER_WORKSPACE_BUFFER_SIZE
+    # measured per builder against the 394 MiB: 0.382 GiB (two, by NVML through `vllm serve`: outside/fi-graphs) to
+    # 0.411 (in-process, torch reserved: outside/fi-need.log), so -0.003 to +0.026 GiB
+    low, high = (-int(0.003 * GiB) * n, int(0.026 * GiB) * n) if each else (0, 0)
+    return f"{b.backend.name}, {n} builder{'s' if n > 1 else ''}", each * n, b.backend.runtime_source, low, high
+
+
+def _coef(c: Coefficients, name: str) -> Coef:
+    item = c.items.get(name)
+    if item is None:
+        return Coef(0.0, 0.0, 0.0, "")
+    return Coef(item.value, item.low, item.high, item.source)
+
+
+def context_term(b: Budget) -> Term:
+    """The CUDA context outside the budget, with its spread where it is an estimate (truth - estimate, bytes)."""
+    ctx = b.cuda_context
+    return Term("CUDA context", ctx.value, ctx.source, ctx.measured, ctx.low, ctx.high, ctx.source.split(";")[0])
+
+
+def runtime_for(d: Deployment, c: Coefficients, b: Budget, layout: KVLayout, prompt_tokens: int,
+                f: Features | None = None) -> RuntimeNeed:
+    """What serving a prompt of `prompt_tokens` needs beyond what vLLM holds after startup, against what is left."""
+    f = f or features(d)
+    chunk = max(1, min(prompt_tokens, d.max_num_batched_tokens))  # a prompt is prefilled in chunks of at most this
+    warm = replace(f, compile_cache="warm", tokens=chunk)  # it runs the compiled (or eager) forward: no compile peak
+    eager = d.enforce_eager
+    growth = _coef(c, "runtime_growth_per_prompt_token_bytes")
+    held = _coef(c, "runtime_held_graphs_bytes")
+    if d.gpu.architecture != "hopper":  # measured on an H100 only: on another card it may keep as little as nothing
+        held = Coef(held.value, 0.0, held.high, held.source + "; measured on an H100 only")
+    i = RuntimeInputs(
+        arch=d.model.arch, tokens=chunk, tp=d.tp, mtp=d.mtp, eager=eager,
+        autotune=bool(flashinfer_autotunes(d.gpu).value), activation=b.activation_bytes,
+        chunk_forward=int(forward_peak(warm, c)), gdn_path=gdn_prefill_path(d.gpu), prompt_tokens=prompt_tokens,
+        sampler_warmup=int(sampler_peak(replace(f, tokens=min(f.seqs, f.tokens)), c)),
+        margin=b.runtime_margin_bytes, backend=first_request_buffers(d, b, layout),
+        growth=Coef(growth.value, growth.value, growth.value, growth.source),
+        held_graphs=held,
+        held_eager_autotune=_coef(c, "runtime_held_eager_autotune_bytes"),
+        prompt_error=_coef(c, "runtime_prompt_error_eager_bytes" if eager and flashinfer_autotunes(d.gpu).value
+                           else "runtime_prompt_error_released_bytes"),
+        activation_error=activation_error(c, d.max_num_batched_tokens))
+    return runtime_need(i, context_term(b))
+
+
+def activation_error(c: Coefficients, tokens: int) -> Coef:
+    """Truth - model of the profiled activation peak (bytes) as the lab measured it at about this many batched
+    tokens (the model is tighter at 2048 than at 8192)."""
+    return _coef(c, "activation_error_2048_bytes" if tokens <= 4096 else "activation_error_8192_bytes")
+
+
+def start_verdict(question: str, available: int, needed: int, c: Coefficients, b: Budget,
+                  d: Deployment) -> Verdict:
+    """Does a length start: the KV memory left over (bytes) against the spread of the activation peak's prediction
+    measured for this version at about this batch size (weights, non-torch and graph terms are within 0.01-0.02);
+    the CUDA context's spread where vLLM's free-memory check is the closer one."""
+    err = activation_error(c, d.max_num_batched_tokens)  # a larger peak leaves less: as a need, the same sign
+    spread = [Term("available KV memory", 0, err.source, True, int(err.low), int(err.high),
+                   "the activation peak on this card and version")]
+    free_margin = b.free_at_start_bytes - b.requested_bytes  # vLLM refuses to start below its budget
+    ctx = context_term(b)
+    v = verdict(question, min(available - needed, free_margin), spread,
+                ctx if free_margin < available - needed else None)
+    return v
