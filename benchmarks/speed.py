@@ -1,7 +1,11 @@
-"""Speed goals, measured (not asserted in tests): `vrambudget predict` end to end under 0.5 s on a
-2-core machine, and a 100-cell ceiling table under 1 s.
+"""Speed goals, measured (not asserted in tests): `vrambudget predict` end to end at most 0.2 s on a 2-core
+machine, and a 100-cell ceiling table at most 0.3 s, process start included, as a user installs it.
 
-Run: python benchmarks/speed.py
+Run: python benchmarks/speed.py            (the `vrambudget` on PATH, else this checkout)
+     python benchmarks/speed.py --user     (a fresh venv with `pip install .`, as a user has it: no test extras)
+
+Both commands take the fast path that does not import typer (vrambudget/commands/spec.py); the test extras pull in
+wcwidth and friends that make tabulate's import slower, so the user install is the number that counts.
 """
 
 from __future__ import annotations
@@ -29,8 +33,20 @@ def wall(cmd: list[str], n: int = 5) -> float:
     return statistics.median(times)
 
 
+def user_install() -> str:
+    """A fresh venv with this checkout installed the way a user installs it; its `vrambudget`."""
+    import tempfile
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    venv = Path(tempfile.mkdtemp(prefix="vrambudget-speed-")) / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([str(venv / "bin" / "pip"), "install", "-q", str(root)], check=True)
+    return str(venv / "bin" / "vrambudget")
+
+
 def main() -> int:
-    exe = shutil.which("vrambudget")
+    exe = user_install() if "--user" in sys.argv else shutil.which("vrambudget")
     cmd = [exe] if exe else [sys.executable, "-m", "vrambudget.cli"]
     predict_s = wall(cmd + ["predict", "--gpu", "4060ti", "--mtp", "2", "--gmu", "0.95"])
     table_cmd = cmd + ["table", "--gpu", "4060ti", "--gmu-min", "0.75", "--gmu-max", "0.99", "--json"]
@@ -48,10 +64,10 @@ def main() -> int:
     t = time.perf_counter()
     ceiling_table(d, c, [round(0.75 + i / 100, 2) for i in range(25)])
     inproc = time.perf_counter() - t
-    print(f"predict end to end (median of 5): {predict_s:.3f} s  (goal < 0.5 s)")
-    print(f"100-cell table end to end:        {table_s:.3f} s  (goal < 1 s)")
+    print(f"predict end to end (median of 5): {predict_s:.3f} s  (goal <= 0.2 s)")
+    print(f"100-cell table end to end:        {table_s:.3f} s  (goal <= 0.3 s)")
     print(f"100-cell table in process:        {inproc:.3f} s")
-    return 0 if predict_s < 0.5 and table_s < 1.0 else 1
+    return 0 if predict_s <= 0.2 and table_s <= 0.3 else 1
 
 
 if __name__ == "__main__":

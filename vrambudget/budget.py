@@ -301,9 +301,9 @@ def available_kv(f: Features, c: Coefficients) -> int:
             - (t["cudagraph"] if f.cudagraph_in_budget else 0))
 
 
-def budget(d: Deployment, c: Coefficients, w: WeightBytes | None = None) -> Budget:
+def budget(d: Deployment, c: Coefficients, w: WeightBytes | None = None, f: Features | None = None) -> Budget:
     w = w or weight_bytes(d)
-    f = features(d, w)
+    f = f or features(d, w)
     t = terms(f, c)
     context = context_for(d, c)
     backend = backend_for(d)

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
-from .budget import Budget, budget, mlp_width, weight_bytes
+from .budget import Budget, budget, features, mlp_width, weight_bytes
 from .hardware.facts import flashinfer_autotunes, gdn_prefill_path
 from .runtime import RuntimeNeed, Verdict, eager_warmup_bytes, max_serving_gmu
 from .serving import activation_error, runtime_for, start_verdict
@@ -55,8 +56,30 @@ class Prediction:
     runtime: RuntimeNeed | None = None  # what serving the ceiling-length prompt needs beyond the budget
     max_serving_gmu: float | None = None  # highest GMU that leaves the runtime need unbudgeted
     estimated: list[str] = field(default_factory=list)  # terms not measured on this GPU / version
-    verdicts: dict[str, Verdict] = field(default_factory=dict)  # "starts", "first request", "prompt"
-    ceiling_band: tuple[int, int] | None = None  # the ceiling at the low and high end of the activation's spread
+    coefficients: Coefficients | None = field(default=None, repr=False)  # what the verdicts' spreads come from
+
+    @cached_property
+    def verdicts(self) -> dict[str, Verdict]:
+        """yes / at the edge / no with margins and bands: "starts", "first request", "prompt" (none where no KV
+        memory is left)."""
+        b, layout, d, c = self.budget, self.plan.layout, self.deployment, self.coefficients
+        if b.available_kv_bytes <= 0 or c is None or self.runtime is None:
+            return {}
+        length = self.plan.max_model_len if not d.auto_fit else min(self.ceiling, self.plan.max_model_len)
+        need_kv = kv_needed_bytes(layout, max(1, length), d.rules)
+        return {"starts": start_verdict(f"max_model_len {length:,} starts", b.available_kv_bytes, need_kv, c, b, d),
+                "first request": self.runtime.verdict("first"), "prompt": self.runtime.verdict("prompt")}
+
+    @cached_property
+    def ceiling_band(self) -> tuple[int, int] | None:
+        """The ceiling at the low and high end of the activation peak's measured spread (tokens)."""
+        b, d, c = self.budget, self.deployment, self.coefficients
+        if b.available_kv_bytes <= 0 or c is None:
+            return None
+        err = activation_error(c, d.max_num_batched_tokens)  # a larger true peak leaves less KV memory
+        cap = d.model.arch.max_position_embeddings
+        return (min(cap, ceiling_for(self.plan.layout, b.available_kv_bytes - int(err.high), d.rules)),
+                min(cap, ceiling_for(self.plan.layout, b.available_kv_bytes - int(err.low), d.rules)))
 
     @property
     def ceiling(self) -> int:
@@ -154,7 +177,9 @@ def predict(d: Deployment, c: Coefficients, w: WeightBytes | None = None,
             prompt_tokens: int | None = None) -> Prediction:
     """Budget, KV plan and verdict; `prompt_tokens` (default: the ceiling) is the prompt whose
     runtime needs are checked against the memory left outside the budget."""
-    b = budget(d, c, w)
+    w = w or weight_bytes(d)
+    f = features(d, w)
+    b = budget(d, c, w, f)
     layout = layout_for(d)
     avail = b.available_kv_bytes
     plan = plan_startup(layout, avail, d.max_model_len, d.auto_fit, d.rules)
@@ -196,7 +221,7 @@ def predict(d: Deployment, c: Coefficients, w: WeightBytes | None = None,
                         f"(estimate from H100 lab startups), {_gib(b.runtime_margin_bytes)} is left there: "
                         f"lower --gpu-memory-utilization to {max_serving_gmu(d.gpu.total_bytes, b.free_at_start_bytes, warm_up) or 0:.2f}")
     ceiling = min(plan.ceiling, d.model.arch.max_position_embeddings)
-    rt = runtime_for(d, c, b, layout, prompt_tokens or max(1, min(ceiling, plan.max_model_len) or 1))
+    rt = runtime_for(d, c, b, layout, prompt_tokens or max(1, min(ceiling, plan.max_model_len) or 1), f)
     serve_gmu = max_serving_gmu(d.gpu.total_bytes, b.free_at_start_bytes, rt.need_bytes)
     if avail > 0 and not rt.serves:
         terms_txt = " + ".join(f"{t.name} {_gib(t.bytes)}" for t in rt.terms if t.bytes)
@@ -222,20 +247,8 @@ def predict(d: Deployment, c: Coefficients, w: WeightBytes | None = None,
                         f"(--compile-cache warm) gets more KV cache{key}")
     if plan.ceiling and 0 <= plan.ceiling - plan.max_model_len < layout.block_size and not d.auto_fit and not reasons:
         warnings.append(f"max_model_len is within one block ({layout.block_size} tokens) of the ceiling")
-    verdicts: dict[str, Verdict] = {}
-    band = None
-    if avail > 0:
-        length = plan.max_model_len if not d.auto_fit else min(ceiling, plan.max_model_len)
-        need_kv = kv_needed_bytes(layout, max(1, length), d.rules)
-        verdicts["starts"] = start_verdict(f"max_model_len {length:,} starts", avail, need_kv, c, b, d)
-        verdicts["first request"] = rt.verdict("first")
-        verdicts["prompt"] = rt.verdict("prompt")
-        err = activation_error(c, d.max_num_batched_tokens)  # a larger true peak leaves less KV memory
-        cap = d.model.arch.max_position_embeddings
-        band = (min(cap, ceiling_for(layout, avail - int(err.high), d.rules)),
-                min(cap, ceiling_for(layout, avail - int(err.low), d.rules)))
     return Prediction(d, b, plan, starts=not reasons, reasons=reasons, warnings=warnings, runtime=rt,
-                      max_serving_gmu=serve_gmu, estimated=estimated, verdicts=verdicts, ceiling_band=band)
+                      max_serving_gmu=serve_gmu, estimated=estimated, coefficients=c)
 
 
 def kv_only(d: Deployment, available_kv_gib: float) -> dict[str, Any]:
@@ -307,7 +320,7 @@ def ceiling_table(d: Deployment, c: Coefficients, gmus: list[float], mtp_tokens:
         cells, first, serves, verdicts = {}, {}, {}, {}
         for col in cols:
             dd = d.with_(gmu=g, enforce_eager=col.enforce_eager, spec_tokens=col.spec_tokens, auto_fit=True)
-            a = answer(dd, c, w)
+            a = answer(dd, c, w, other=False)
             cells[col.label] = a.restart.ceiling if a.restart.starts else 0
             first[col.label] = a.first_boot.ceiling if a.first_boot.starts else 0
             serves[col.label] = bool(a.restart.starts and a.restart.runtime.serves)
@@ -347,17 +360,20 @@ class Answer:
         return self.first_boot.deployment.enforce_eager
 
 
-def answer(d: Deployment, c: Coefficients, w: WeightBytes | None = None, prompt_tokens: int | None = None) -> Answer:
+def answer(d: Deployment, c: Coefficients, w: WeightBytes | None = None, prompt_tokens: int | None = None,
+           other: bool = True) -> Answer:
+    """The first boot and the restart (and, with `other` in graph mode, the restart in the other Triton-cache
+    state)."""
     w = w or weight_bytes(d)
     if d.enforce_eager:
         p = predict(d, c, w, prompt_tokens)
         return Answer(p, p)
     first = "fresh" if d.compile_cache == "fresh" else "cold"
     again = "warm-jit" if d.compile_cache == "warm-jit" else "warm"
-    other = "warm" if again == "warm-jit" else "warm-jit"
     return Answer(predict(d.with_(compile_cache=first), c, w, prompt_tokens),
                   predict(d.with_(compile_cache=again), c, w, prompt_tokens),
-                  predict(d.with_(compile_cache=other), c, w, prompt_tokens))
+                  predict(d.with_(compile_cache="warm" if again == "warm-jit" else "warm-jit"), c, w, prompt_tokens)
+                  if other else None)
 
 
 def answer_json(a: Answer) -> dict[str, Any]:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import typer
 
-from .common import emit_json, run_safely
-from .options import JsonOpt
+from .common import echo, emit_json, run_safely
+from .options import JSON
 
+
+JsonOpt = JSON.typer_param()[0]
 
 def register(app: typer.Typer) -> None:
     app.command()(gpus)
@@ -20,7 +22,7 @@ def gpus(json_out: JsonOpt = False) -> None:
         from ..hardware.catalog import catalog
         from ..output.catalog import gpus_json, gpus_text
 
-        emit_json(gpus_json(catalog())) if json_out else typer.echo(gpus_text(catalog()))
+        emit_json(gpus_json(catalog())) if json_out else echo(gpus_text(catalog()))
 
     run_safely(go)
 
@@ -32,6 +34,6 @@ def models(json_out: JsonOpt = False) -> None:
         from ..output.catalog import models_table
 
         out, text = models_table()
-        emit_json(out) if json_out else typer.echo(text)
+        emit_json(out) if json_out else echo(text)
 
     run_safely(go)

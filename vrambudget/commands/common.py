@@ -1,4 +1,5 @@
-"""What every command shares: one-line errors instead of tracebacks, JSON output, reading a file."""
+"""What every command shares: one-line errors instead of tracebacks, exit codes, output, reading a file. No typer
+here: the fast path (commands/spec.py) runs commands without importing it."""
 
 from __future__ import annotations
 
@@ -7,12 +8,18 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-import typer
-
 from ..errors import UserError
 
 EXIT_USAGE = 2  # bad input: a one-line error on stderr
 EXIT_NO = 1  # the answer is no (nothing starts, nothing serves, a probe stopped)
+
+
+class Exit(SystemExit):
+    """Leave with this exit code (a SystemExit: typer, click's test runner and the fast path all honour it)."""
+
+
+def echo(text: str, err: bool = False) -> None:
+    print(text, file=sys.stderr if err else sys.stdout)
 
 
 def run_safely(fn: Callable[[], None]) -> None:
@@ -20,8 +27,8 @@ def run_safely(fn: Callable[[], None]) -> None:
     try:
         fn()
     except UserError as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(EXIT_USAGE) from None
+        echo(f"error: {e}", err=True)
+        raise Exit(EXIT_USAGE) from None
 
 
 def emit_json(obj: Any) -> None:

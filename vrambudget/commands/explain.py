@@ -8,9 +8,13 @@ from typing import Annotated
 
 import typer
 
-from .common import emit_json, read_text, run_safely
-from .options import GpuOpt, JsonOpt, ModelOpt
+from .common import echo, emit_json, read_text, run_safely
+from .options import JSON, OPTIONS
 
+
+JsonOpt = JSON.typer_param()[0]
+ModelOpt = OPTIONS["model"].typer_param()[0]
+GpuOpt = OPTIONS["gpu"].typer_param()[0]
 
 def register(app: typer.Typer) -> None:
     app.command()(explain)
@@ -36,6 +40,6 @@ def explain(log: Annotated[str, typer.Argument(help="A vLLM startup log (a file,
         facts = parse_log(text)
         d = deployment_from_log(facts, model, lookup(gpu) if gpu else None, drafter)
         cmp = compare(facts, d)
-        emit_json(explain_json(cmp)) if json_out else typer.echo(explain_text(log, cmp))
+        emit_json(explain_json(cmp)) if json_out else echo(explain_text(log, cmp))
 
     run_safely(go)

@@ -7,9 +7,14 @@ from typing import Annotated, Optional
 
 import typer
 
-from .common import emit_json, run_safely
-from .options import GpuOpt, JsonOpt, ModelOpt, VersionOpt
+from .common import echo, emit_json, run_safely
+from .options import JSON, OPTIONS
 
+
+JsonOpt = JSON.typer_param()[0]
+ModelOpt = OPTIONS["model"].typer_param()[0]
+GpuOpt = OPTIONS["gpu"].typer_param()[0]
+VersionOpt = OPTIONS["vllm_version"].typer_param()[0]
 
 def register(app: typer.Typer) -> None:
     app.command()(fit)
@@ -50,9 +55,9 @@ def fit_and_report(paths: list[str], version: str, gpu_key: str | None, model_re
 
         rows = [[f"{Path(src).parent.name}/{Path(src).name}", f"{b:+.3f}", f"{a:+.3f}"]
                 for (src, b), (_, a) in zip(res.before, res.after, strict=True)]
-        typer.echo(tabulate(rows, headers=["startup", "error before (GiB)", "after"], tablefmt="simple",
+        echo(tabulate(rows, headers=["startup", "error before (GiB)", "after"], tablefmt="simple",
                             disable_numparse=True))
-        typer.echo(f"refitted {', '.join(res.changed) or 'nothing'}; worst available-KV error "
+        echo(f"refitted {', '.join(res.changed) or 'nothing'}; worst available-KV error "
                    f"{worst_error(res.before):.3f} -> {worst_error(res.after):.3f} GiB; profile: {dest}")
     return {"profile": str(dest), "changed": res.changed, "worst_error_before_gib": round(worst_error(res.before), 4),
             "worst_error_after_gib": round(worst_error(res.after), 4)}

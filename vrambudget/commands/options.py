@@ -6,11 +6,11 @@ options into a resolved `Deployment` and its coefficients. A command that means 
 flag (table's `--mtp` is the MTP columns' K) leaves it out with `exclude` and declares its own.
 """
 
-import inspect
 from dataclasses import dataclass, fields
-from typing import Annotated, Any, Callable, Optional
+from typing import Any, Callable, Optional
 
-import typer
+from .common import Exit
+from .spec import Opt, parse
 
 P = "vLLM flags"
 
@@ -50,97 +50,105 @@ class DeploymentOptions:
         return build(self)
 
 
-# name -> (type with its typer.Option, default); the order is the order --help lists them in
-OPTIONS: dict[str, tuple[Any, Any]] = {
-    "model": (Annotated[Optional[str], typer.Option(
-        "--model", "-m", help="Bundled profile name (see `vrambudget models`), a local model folder, or a Hugging Face "
-        "id. Default: qwen3.5-9b-awq.")], None),
-    "gpu": (Annotated[Optional[str], typer.Option(
-        "--gpu", "-g", help="GPU from the catalog (`vrambudget gpus`), or 'auto' to read the local one through NVML. "
-        "Default: rtx4060ti.")], None),
-    "gpu_memory": (Annotated[Optional[str], typer.Option(
-        "--gpu-memory", help="Total GPU memory for a GPU not in the catalog, e.g. 23.5GiB (as CUDA reports it).")],
-        None),
-    "gmu": (Annotated[Optional[float], typer.Option(
-        "--gpu-memory-utilization", "--gmu", rich_help_panel=P,
-        help="Fraction of the GPU vLLM may use (default: vLLM's, 0.9 in 0.20, 0.92 in 0.26 and later).")], None),
-    "kv_cache_dtype": (Annotated[str, typer.Option(
-        "--kv-cache-dtype", rich_help_panel=P, help="auto | fp8 | fp8_e4m3 | fp8_e5m2 | bfloat16 | "
+# the shared options, as data (commands/spec.py): the order is the order --help lists them in
+OPTIONS: dict[str, Opt] = {o.name: o for o in (
+    Opt("model", ("--model", "-m"), str, None, "Bundled profile name (see `vrambudget models`), a local model folder, "
+        "or a Hugging Face id. Default: qwen3.5-9b-awq."),
+    Opt("gpu", ("--gpu", "-g"), str, None, "GPU from the catalog (`vrambudget gpus`), or 'auto' to read the local one "
+        "through NVML. Default: rtx4060ti."),
+    Opt("gpu_memory", ("--gpu-memory",), str, None, "Total GPU memory for a GPU not in the catalog, e.g. 23.5GiB (as "
+        "CUDA reports it)."),
+    Opt("gmu", ("--gpu-memory-utilization", "--gmu"), float, None, "Fraction of the GPU vLLM may use (default: "
+        "vLLM's, 0.9 in 0.20, 0.92 in 0.26 and later).", panel=P),
+    Opt("kv_cache_dtype", ("--kv-cache-dtype",), str, "auto", "auto | fp8 | fp8_e4m3 | fp8_e5m2 | bfloat16 | "
         "int8_per_token_head | fp8_per_token_head (per-token-head KV: 1 byte + an fp32 scale per head and token; "
-        "Triton attention).")], "auto"),
-    "enforce_eager": (Annotated[bool, typer.Option(
-        "--enforce-eager/--cuda-graphs", rich_help_panel=P, help="No CUDA graphs / torch.compile.")], False),
-    "mtp": (Annotated[Optional[int], typer.Option(
-        "--mtp", rich_help_panel=P, min=0, max=8,
-        help="MTP speculative decoding with K tokens (a bare --mtp means K=2; 0 = off).")], None),
-    "speculative_config": (Annotated[Optional[str], typer.Option(
-        "--speculative-config", rich_help_panel=P,
-        help='vLLM\'s JSON, e.g. \'{"method":"mtp","num_speculative_tokens":2}\'; a DFlash drafter: '
-             '\'{"method":"dflash","model":"qwen3.6-27b-dflash","num_speculative_tokens":15}\' (a bundled drafter '
-             'or a folder with its config.json).')], None),
-    "max_num_seqs": (Annotated[Optional[int], typer.Option(
-        "--max-num-seqs", rich_help_panel=P, min=1,
-        help="Default: vLLM's for the GPU (256 below 70 GiB, 1024 above).")], None),
-    "max_num_batched_tokens": (Annotated[Optional[int], typer.Option(
-        "--max-num-batched-tokens", rich_help_panel=P, min=1,
-        help="Default: vLLM's for the GPU (2048 below 70 GiB, 8192 above).")], None),
-    "max_model_len": (Annotated[Optional[str], typer.Option(
-        "--max-model-len", rich_help_panel=P,
-        help="Context length (32768, 128k), or auto / -1 to let vLLM fit it. Default: the model's maximum.")], None),
-    "enable_prefix_caching": (Annotated[bool, typer.Option(
-        "--enable-prefix-caching/--no-enable-prefix-caching", rich_help_panel=P)], False),
-    "tensor_parallel_size": (Annotated[int, typer.Option(
-        "--tensor-parallel-size", "-tp", rich_help_panel=P, min=1, help="Budget per rank.")], 1),
-    "compile_cache": (Annotated[str, typer.Option(
-        "--compile-cache", rich_help_panel=P,
-        help="cold: first boot of this graph (larger profiling peak); warm: compiled before; fresh: the first boot "
-             "on this machine or after an upgrade (Triton kernels JIT-compile inside the profile).")], "cold"),
-    "language_model_only": (Annotated[Optional[bool], typer.Option(
-        "--language-model-only/--with-vision", rich_help_panel=P,
-        help="Skip the vision tower of a multimodal checkpoint (default: on).")], None),
-    "vllm_version": (Annotated[Optional[str], typer.Option(
-        "--vllm-version", help="The vLLM you run, e.g. 0.20.2 (modelled: 0.19, 0.20.x and 0.26.x measured, 0.33.x "
-        "from source; others are planned with the nearest older rules and a warning). Default: the vLLM installed "
-        "here (its package metadata), else the newest modelled.")], None),
-    "other_gpu_usage": (Annotated[Optional[str], typer.Option(
-        "--other-gpu-usage", help="Memory other processes hold on the GPU, e.g. 0.6GiB.")], None),
-    "attention_backend": (Annotated[Optional[str], typer.Option(
-        "--attention-backend", rich_help_panel=P, help="vLLM's --attention-backend, when you force one: FLASH_ATTN, "
-        "FLASHINFER or TRITON_ATTN (default: the one vLLM picks on this GPU for this KV dtype).")], None),
-    "free_memory": (Annotated[Optional[str], typer.Option(
-        "--free-memory", help="The free memory vLLM sees at start where you know it, e.g. 15.56GiB (its log's 'Free "
-        "memory on device (X/Y GiB) on startup'): replaces the CUDA-context estimate.")], None),
-    "simulated_on": (Annotated[Optional[str], typer.Option(
-        "--simulated-on", help="Plan the --gpu card as `probe --simulate-gpu` measures it on this bigger GPU (e.g. "
-        "h100): that chip's architecture, kernels and CUDA context with the card's memory.")], None),
-}
+        "Triton attention).", panel=P),
+    Opt("enforce_eager", ("--enforce-eager",), bool, False, "No CUDA graphs / torch.compile.", off="--cuda-graphs",
+        panel=P),
+    Opt("mtp", ("--mtp",), int, None, "MTP speculative decoding with K tokens (a bare --mtp means K=2; 0 = off).",
+        min=0, max=8, panel=P),
+    Opt("speculative_config", ("--speculative-config",), str, None, 'vLLM\'s JSON, e.g. '
+        '\'{"method":"mtp","num_speculative_tokens":2}\'; a DFlash drafter: \'{"method":"dflash","model":'
+        '"qwen3.6-27b-dflash","num_speculative_tokens":15}\' (a bundled drafter or a folder with its config.json).',
+        panel=P),
+    Opt("max_num_seqs", ("--max-num-seqs",), int, None, "Default: vLLM's for the GPU (256 below 70 GiB, 1024 above).",
+        min=1, panel=P),
+    Opt("max_num_batched_tokens", ("--max-num-batched-tokens",), int, None, "Default: vLLM's for the GPU (2048 below "
+        "70 GiB, 8192 above).", min=1, panel=P),
+    Opt("max_model_len", ("--max-model-len",), str, None, "Context length (32768, 128k), or auto / -1 to let vLLM "
+        "fit it. Default: the model's maximum.", panel=P),
+    Opt("enable_prefix_caching", ("--enable-prefix-caching",), bool, False, "", off="--no-enable-prefix-caching",
+        panel=P),
+    Opt("tensor_parallel_size", ("--tensor-parallel-size", "-tp"), int, 1, "Budget per rank.", min=1, panel=P),
+    Opt("compile_cache", ("--compile-cache",), str, "cold", "cold: first boot of this graph (larger profiling peak); "
+        "warm: compiled before and the Triton kernel cache kept; warm-jit: compiled before, but the Triton cache is "
+        "gone (a container without a persisted ~/.triton: kernels JIT-compile inside the profile); fresh: the first "
+        "boot on this machine or after an upgrade.", panel=P),
+    Opt("language_model_only", ("--language-model-only",), bool, None, "Skip the vision tower of a multimodal "
+        "checkpoint (default: on).", off="--with-vision", panel=P),
+    Opt("vllm_version", ("--vllm-version",), str, None, "The vLLM you run, e.g. 0.20.2 (modelled: 0.19, 0.20.x and "
+        "0.26.x measured, 0.33.x from source; others are planned with the nearest older rules and a warning). "
+        "Default: the vLLM installed here (its package metadata), else the newest modelled."),
+    Opt("other_gpu_usage", ("--other-gpu-usage",), str, None, "Memory other processes hold on the GPU, e.g. 0.6GiB."),
+    Opt("attention_backend", ("--attention-backend",), str, None, "vLLM's --attention-backend, when you force one: "
+        "FLASH_ATTN, FLASHINFER or TRITON_ATTN (default: the one vLLM picks on this GPU for this KV dtype).",
+        panel=P),
+    Opt("free_memory", ("--free-memory",), str, None, "The free memory vLLM sees at start where you know it, e.g. "
+        "15.56GiB (its log's 'Free memory on device (X/Y GiB) on startup'): replaces the CUDA-context estimate."),
+    Opt("simulated_on", ("--simulated-on",), str, None, "Plan the --gpu card as `probe --simulate-gpu` measures it on "
+        "this bigger GPU (e.g. h100): that chip's architecture, kernels and CUDA context with the card's memory."),
+)}
 assert set(OPTIONS) == {f.name for f in fields(DeploymentOptions)}, "every option is a DeploymentOptions field"
 
 
-def deployment_command(app: typer.Typer, name: str | None = None, *, exclude: tuple[str, ...] = (),
-                       defaults: dict[str, Any] | None = None) -> Callable[[Callable[..., None]], Callable[..., None]]:
-    """Register `fn(opts: DeploymentOptions, **own)` as a command taking its own parameters and every shared
-    option (less `exclude`; `defaults` overrides a shared default, e.g. probe's --gpu auto)."""
+def deployment_command(app: Any, name: str | None = None, *, exclude: tuple[str, ...] = (),
+                       defaults: dict[str, Any] | None = None,
+                       own: tuple[Opt, ...] = ()) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Register `fn(opts: DeploymentOptions, **own)` as a typer command taking its own parameters (typer-annotated in
+    its signature, or `own` as data) and every shared option (less `exclude`; `defaults` overrides a shared
+    default, e.g. probe's --gpu auto). Exit codes raised as commands.common.Exit become typer's."""
+    import inspect
+
+    import typer
+
     defaults = defaults or {}
 
     def register(fn: Callable[..., None]) -> Callable[..., None]:
-        own = [p for p in inspect.signature(fn, eval_str=True).parameters.values() if p.name != "opts"]
-        shared = [inspect.Parameter(k, inspect.Parameter.KEYWORD_ONLY, annotation=ann, default=defaults.get(k, d))
-                  for k, (ann, d) in OPTIONS.items() if k not in exclude and k not in {p.name for p in own}]
+        declared = [p for p in inspect.signature(fn, eval_str=True).parameters.values()
+                    if p.name != "opts" and p.kind != inspect.Parameter.VAR_KEYWORD]
+        from_data = [inspect.Parameter(o.name, inspect.Parameter.KEYWORD_ONLY, annotation=o.typer_param()[0],
+                                       default=o.default) for o in own]
+        mine = declared + from_data
+        names = {p.name for p in mine}
+        shared = [inspect.Parameter(k, inspect.Parameter.KEYWORD_ONLY, annotation=o.typer_param()[0],
+                                    default=defaults.get(k, o.default))
+                  for k, o in OPTIONS.items() if k not in exclude and k not in names]
 
         def command(**kwargs: Any) -> None:
-            opts = DeploymentOptions(**{k: kwargs.pop(k) for k in list(kwargs) if k in OPTIONS and
-                                        k not in {p.name for p in own}})
-            fn(opts, **kwargs)
+            opts = DeploymentOptions(**{k: kwargs.pop(k) for k in list(kwargs) if k in OPTIONS and k not in names})
+            try:
+                fn(opts, **kwargs)
+            except Exit as e:
+                raise typer.Exit(e.code) from None
 
         command.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-            shared + [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own])
+            shared + [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in mine])
         command.__doc__, command.__name__ = fn.__doc__, fn.__name__
         command.__annotations__ = {}
         app.command(name)(command)
         return fn
 
     return register
+
+
+def fast_options(argv: list[str], own: tuple[Opt, ...], exclude: tuple[str, ...] = ()) -> tuple[DeploymentOptions, dict[str, Any]] | None:
+    """The fast path (commands/spec.py): (options, the command's own values) for a plainly valid argv, else None."""
+    specs = [o for k, o in OPTIONS.items() if k not in exclude and k not in {x.name for x in own}] + list(own)
+    values = parse(argv, specs)
+    if values is None:
+        return None
+    shared = {k: v for k, v in values.items() if k in OPTIONS and k not in {x.name for x in own}}
+    return DeploymentOptions(**shared), {k: v for k, v in values.items() if k not in shared}
 
 
 def environment(env: dict[str, str] | None = None) -> dict[str, Any]:
@@ -218,13 +226,8 @@ def build(o: DeploymentOptions):
     return d, load(choice.rules.version, gpu.key, src.ref)
 
 
-JsonOpt = Annotated[bool, typer.Option("--json", help="One JSON object on stdout, for scripts.")]
-PlotOpt = Annotated[Optional[str], typer.Option("--plot", help="Also draw the picture to this PNG (needs the "
-                                                "'notebook' extra: matplotlib).")]
-TargetOpt = Annotated[Optional[str], typer.Option("--target-context", help="Find the smallest GMU at which this "
-                                                  "many tokens start (65536, 64k).")]
-
-# for commands that take a few of the shared options without a deployment (fit, explain)
-ModelOpt = OPTIONS["model"][0]
-GpuOpt = OPTIONS["gpu"][0]
-VersionOpt = OPTIONS["vllm_version"][0]
+# options more than one command declares
+JSON = Opt("json_out", ("--json",), bool, False, "One JSON object on stdout, for scripts.")
+PLOT = Opt("plot", ("--plot",), str, None, "Also draw the picture to this PNG (needs the 'notebook' extra: matplotlib).")
+TARGET = Opt("target_context", ("--target-context",), str, None, "Find the smallest GMU at which this many tokens "
+             "start (65536, 64k).")

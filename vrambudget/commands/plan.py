@@ -7,11 +7,13 @@ from typing import Annotated, Any, Optional
 import typer
 
 from ..errors import UserError
-from .common import EXIT_NO, emit_json, run_safely
-from .options import DeploymentOptions, JsonOpt, deployment_command
+from .common import EXIT_NO, Exit, echo, emit_json, run_safely
+from .options import DeploymentOptions, JSON, deployment_command
 
 FORMATS = ("shell", "systemd", "compose", "json")
 
+
+JsonOpt = JSON.typer_param()[0]
 
 def register(app: typer.Typer) -> None:
     deployment_command(app, "plan", exclude=("gmu", "enforce_eager", "mtp", "speculative_config", "max_model_len",
@@ -77,8 +79,8 @@ def plan(opts: DeploymentOptions,
         if json_out:
             emit_json(result)
         else:
-            typer.echo("\n".join(text))
+            echo("\n".join(text))
         if best is None:
-            raise typer.Exit(EXIT_NO)
+            raise Exit(EXIT_NO)
 
     run_safely(go)

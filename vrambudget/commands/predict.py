@@ -2,28 +2,29 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
-
-import typer
+from typing import Any
 
 from ..errors import UserError
-from .common import EXIT_NO, emit_json, run_safely
-from .options import DeploymentOptions, JsonOpt, PlotOpt, TargetOpt, deployment_command
+from .common import EXIT_NO, Exit, echo, emit_json, run_safely
+from .options import JSON, PLOT, TARGET, DeploymentOptions, deployment_command
+from .spec import Opt
+
+OWN = (TARGET, PLOT,
+       Opt("prompt_tokens", ("--prompt-tokens",), str, None, "Check that a prompt of this many tokens serves after "
+           "startup (default: the ceiling)."),
+       Opt("available_kv_gib", ("--available-kv-gib",), float, None, "Skip the budget: plan the KV cache for this "
+           "much memory (e.g. a log's 'Available KV cache memory')."),
+       JSON)
 
 
-def register(app: typer.Typer) -> None:
-    deployment_command(app)(predict)
+def register(app: Any) -> None:
+    deployment_command(app, own=OWN)(predict)
 
 
-def predict(opts: DeploymentOptions, target_context: TargetOpt = None, plot: PlotOpt = None,
-            prompt_tokens: Annotated[Optional[str], typer.Option(
-                "--prompt-tokens", help="Check that a prompt of this many tokens serves after startup (default: the "
-                "ceiling).")] = None,
-            available_kv_gib: Annotated[Optional[float], typer.Option(
-                "--available-kv-gib", help="Skip the budget: plan the KV cache for this much memory (e.g. a log's "
-                "'Available KV cache memory').")] = None,
-            json_out: JsonOpt = False) -> None:
+def predict(opts: DeploymentOptions, **own: Any) -> None:
     """The whole budget, KV plan and ceiling for one deployment (no GPU needed)."""
+    target_context, plot, prompt_tokens = own["target_context"], own["plot"], own["prompt_tokens"]
+    available_kv_gib, json_out = own["available_kv_gib"], own["json_out"]
 
     def go() -> None:
         from ..output.render import kv_only_text, prediction_text
@@ -34,7 +35,7 @@ def predict(opts: DeploymentOptions, target_context: TargetOpt = None, plot: Plo
         d, c = opts.build()
         if available_kv_gib is not None:
             res = kv_only(d, available_kv_gib)
-            emit_json(res) if json_out else typer.echo(kv_only_text(d, available_kv_gib, res))
+            emit_json(res) if json_out else echo(kv_only_text(d, available_kv_gib, res))
             return
         if target_context:
             tokens = parse_tokens(target_context)
@@ -44,23 +45,23 @@ def predict(opts: DeploymentOptions, target_context: TargetOpt = None, plot: Plo
             elif g is None:
                 raise UserError(f"{tokens:,} tokens do not start at any GMU on {d.gpu.name} with these flags")
             else:
-                typer.echo(f"smallest GMU for max_model_len {tokens:,}: {g:.2f}")
-                typer.echo(prediction_text(run(d.with_(gmu=g, max_model_len=tokens, auto_fit=False), c)))
+                echo(f"smallest GMU for max_model_len {tokens:,}: {g:.2f}")
+                echo(prediction_text(run(d.with_(gmu=g, max_model_len=tokens, auto_fit=False), c)))
             return
         ans = answer(d, c, prompt_tokens=parse_tokens(prompt_tokens) if prompt_tokens else None)
         p = ans.first_boot if d.compile_cache in ("cold", "fresh") else ans.restart
         if json_out:
             emit_json({**p.to_json(), **answer_json(ans)})
         else:
-            typer.echo(prediction_text(p, ans))
+            echo(prediction_text(p, ans))
         if plot:
             from ..output import plots
             from ..predict import variants
 
             ax = plots.budget_bars([("this", p)] + variants(d, c),
                                    title=f"{d.model.ref} on {d.gpu.name}, GMU {d.gmu:.2f}")
-            typer.echo(f"plot: {plots.save(ax, plot)}", err=True)
+            echo(f"plot: {plots.save(ax, plot)}", err=True)
         if cannot_start_at_all(p):
-            raise typer.Exit(EXIT_NO)
+            raise Exit(EXIT_NO)
 
     run_safely(go)

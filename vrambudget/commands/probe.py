@@ -6,12 +6,15 @@ from typing import Annotated, Optional
 
 import typer
 
-from .common import EXIT_NO, emit_json, run_safely
-from .options import DeploymentOptions, JsonOpt, TargetOpt, deployment_command
+from .common import EXIT_NO, Exit, echo, emit_json, run_safely
+from .options import DeploymentOptions, JSON, TARGET, deployment_command
 
+
+JsonOpt = JSON.typer_param()[0]
+TargetOpt = TARGET.typer_param()[0]
 
 def register(app: typer.Typer) -> None:
-    deployment_command(app, exclude=("max_model_len", "other_gpu_usage"), defaults={"gpu": "auto"})(probe)
+    deployment_command(app, exclude=("max_model_len", "other_gpu_usage", "simulated_on"), defaults={"gpu": "auto"})(probe)
 
 
 def probe(opts: DeploymentOptions,
@@ -76,13 +79,13 @@ def probe(opts: DeploymentOptions,
                          turn_tokens=turn_tokens, max_turns=max_turns,
                          prompt_tokens=parse_tokens(prompt_tokens) if prompt_tokens else None,
                          max_model_len=parse_tokens(max_model_len_cap) if max_model_len_cap else None, **sim_opts)
-        prober = Prober(d, c, o, report=lambda line: typer.echo(line, err=json_out))
+        prober = Prober(d, c, o, report=lambda line: echo(line, err=json_out))
         summary = prober.target(parse_tokens(target_context)) if target_context else prober.bisect()
         if refit and prober.records_path.exists():
             summary["fit"] = fit_and_report([str(prober.records_path)], d.rules.version, d.gpu.key, d.model.ref,
                                             None, quiet=json_out)
-        emit_json(summary) if json_out else typer.echo(probe_summary_text(summary))
+        emit_json(summary) if json_out else echo(probe_summary_text(summary))
         if summary.get("failed"):
-            raise typer.Exit(EXIT_NO)
+            raise Exit(EXIT_NO)
 
     run_safely(go)

@@ -8,8 +8,10 @@ from typing import Annotated, Optional
 import typer
 
 from ..errors import UserError
-from .common import run_safely
+from .common import echo, run_safely
 from .options import DeploymentOptions, deployment_command
+
+
 
 
 def register(app: typer.Typer) -> None:
@@ -61,6 +63,6 @@ def serve_cmd(opts: DeploymentOptions,
         else:
             sys.stdout.write(text)
         for w in cmd.warnings:
-            typer.echo(f"warning: {w}", err=True)
+            echo(f"warning: {w}", err=True)
 
     run_safely(go)

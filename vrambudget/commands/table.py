@@ -2,32 +2,31 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
-
-import typer
+from typing import Any
 
 from ..errors import UserError
-from .common import emit_json, run_safely
-from .options import DeploymentOptions, JsonOpt, PlotOpt, TargetOpt, deployment_command
+from .common import echo, emit_json, run_safely
+from .options import JSON, PLOT, TARGET, DeploymentOptions, deployment_command
+from .spec import Opt
 
 # the columns choose these; the rest of the deployment options apply to every cell
 COLUMN_FLAGS = ("gmu", "enforce_eager", "mtp", "speculative_config", "max_model_len")
+OWN = (Opt("mtp_columns", ("--mtp",), int, 2, "MTP tokens of the MTP columns.", min=1, max=8),
+       Opt("gmu_min", ("--gmu-min",), float, 0.80, ""), Opt("gmu_max", ("--gmu-max",), float, 0.99, ""),
+       Opt("gmu_step", ("--gmu-step",), float, 0.01, ""), TARGET, PLOT,
+       Opt("records", ("--records",), str, None, "Probe records to draw over the predicted curves (with --plot).",
+           multiple=True),
+       JSON)
 
 
-def register(app: typer.Typer) -> None:
-    deployment_command(app, exclude=COLUMN_FLAGS)(table)
+def register(app: Any) -> None:
+    deployment_command(app, exclude=COLUMN_FLAGS, own=OWN)(table)
 
 
-def table(opts: DeploymentOptions,
-          mtp: Annotated[int, typer.Option("--mtp", help="MTP tokens of the MTP columns.", min=1, max=8)] = 2,
-          gmu_min: Annotated[float, typer.Option("--gmu-min")] = 0.80,
-          gmu_max: Annotated[float, typer.Option("--gmu-max")] = 0.99,
-          gmu_step: Annotated[float, typer.Option("--gmu-step")] = 0.01,
-          target_context: TargetOpt = None, plot: PlotOpt = None,
-          records: Annotated[Optional[list[str]], typer.Option(
-              "--records", help="Probe records to draw over the predicted curves (with --plot).")] = None,
-          json_out: JsonOpt = False) -> None:
+def table(opts: DeploymentOptions, **own: Any) -> None:
     """Ceiling table: longest max_model_len over GMU x graphs/eager x MTP off/on."""
+    mtp, gmu_min, gmu_max, gmu_step = own["mtp_columns"], own["gmu_min"], own["gmu_max"], own["gmu_step"]
+    target_context, plot, records, json_out = own["target_context"], own["plot"], own["records"], own["json_out"]
 
     def go() -> None:
         from ..output.render import table_text
@@ -47,8 +46,8 @@ def table(opts: DeploymentOptions,
             emit_json({**t, "target_context": tokens, "min_gmu": target, "min_gmu_first_boot": target_first,
                        "inputs": d.inputs()})
         else:
-            typer.echo(f"{d.model.ref} on {d.gpu.name}, {d.version_label}, KV {d.kv_cache_dtype}")
-            typer.echo(table_text(t, target, tokens, target_first))
+            echo(f"{d.model.ref} on {d.gpu.name}, {d.version_label}, KV {d.kv_cache_dtype}")
+            echo(table_text(t, target, tokens, target_first))
         if plot:
             from pathlib import Path
 
@@ -57,6 +56,6 @@ def table(opts: DeploymentOptions,
 
             pts = plots.probe_points([r for f in records or [] for r in read_jsonl(Path(f))])
             ax = plots.ceiling_curves(t, points=pts, title=f"{d.model.ref} on {d.gpu.name}, KV {d.kv_cache_dtype}")
-            typer.echo(f"plot: {plots.save(ax, plot)}", err=json_out)
+            echo(f"plot: {plots.save(ax, plot)}", err=json_out)
 
     run_safely(go)

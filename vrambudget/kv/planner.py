@@ -195,7 +195,12 @@ def ceiling_tokens(layout: KVLayout, check_bytes: int) -> int:
     if layout.blocks_per_request(1) > budget:
         return 0
     lo, hi = 1, 1 << 26
-    if layout.blocks_per_request(hi) <= budget:
+    # a request's blocks grow at least one per block of tokens while any bucket is unbounded: start the bisection
+    # there (a layout whose blocks stop growing, all sliding windows, searches the whole range as before)
+    near = min(hi, (budget + 1) * max(getattr(bk.spec, "block_size", 1) for bk in layout.buckets) + 1)
+    if layout.blocks_per_request(near) > budget:
+        hi = near
+    elif layout.blocks_per_request(hi) <= budget:
         return hi
     while hi - lo > 1:
         mid = (lo + hi) // 2
