@@ -5,7 +5,7 @@ It reads a hidden ground truth (JSON file named by $SIMVLLM_TRUTH), prints the r
 log lines for it (the planner, verified on real logs, gives the KV figures), serves /health,
 /v1/models and /v1/completions on --port, and can misbehave on request:
   faults.crash, faults.hang, faults.oom_profiling, faults.fail_first_cold_boot,
-  faults.runtime_oom_above (prompt tokens), faults.runtime_oom_after_tokens (prompt tokens served in
+  faults.runtime_oom_above (prompt tokens), faults.phase_seconds (a pause in each startup phase), faults.runtime_oom_after_tokens (prompt tokens served in
   all, the multi-turn cliff), faults.runtime_need_gib (what a prompt needs beyond the budget: a
   request OOMs when free-at-start minus the budget is less), faults.insufficient_free.
 It also starts a child process in its own process group, so tests can check the probe stops the
@@ -88,6 +88,8 @@ def main() -> int:
     say(f"INFO 11-21 05:32:21 [entrypoints/utils.py:233] non-default args: {non_default!r}")
     say(f"INFO 11-21 05:32:21 [config/model.py:1680] Using max model len {src.arch.max_position_embeddings}")
     say("INFO 11-21 05:32:21 [v1/engine/core.py:109] Initializing a V1 LLM engine (v0.20.2) with config: sim")
+    pause = float(faults.get("phase_seconds", 0))
+    time.sleep(pause)
     total = truth["total_gib"] * GiB
     context = truth.get("context_gib", 0.51) * GiB
     free = total - context - (truth.get("other_gib", 0) * GiB)
@@ -108,6 +110,7 @@ def main() -> int:
         time.sleep(3600)
     weights = truth["weights_gib"] + (truth.get("mtp_gib", 0.0) if spec else 0.0)
     say(f"INFO 11-21 05:32:26 [v1/worker/gpu_model_runner.py:4879] Model loading took {weights:.2f} GiB memory and 0.5 seconds")
+    time.sleep(pause)
     lay = layout_for(d)
     if lay.hybrid:
         say(f"INFO 11-21 05:32:26 [platforms/interface.py:606] Setting attention block size to {lay.block_size} "
@@ -130,6 +133,8 @@ def main() -> int:
                     "Tried to allocate 1.00 GiB (simulated cold compile peak)")
                 return 1
             key.touch()
+        say("INFO 11-21 05:35:40 [compilation/monitor.py:53] torch.compile took 18.10 s in total")
+        time.sleep(pause)
     if faults.get("oom_profiling"):
         say("ERROR 11-21 05:35:58 [v1/engine/core.py:1349] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB")
         return 1
@@ -163,7 +168,10 @@ def main() -> int:
     say(f"INFO 11-21 05:32:30 [v1/core/kv_cache_utils.py:1708] GPU KV cache size: {plan.kv_cache_tokens:,} tokens")
     say(f"INFO 11-21 05:32:30 [v1/core/kv_cache_utils.py:1709] Maximum concurrency for {L:,} tokens per request: "
         f"{plan.max_concurrency:.2f}x")
+    time.sleep(pause)
     if cg:
+        say("Capturing CUDA graphs (mixed prefill-decode, PIECEWISE): 100%|##########| 9/9")
+        time.sleep(pause)
         say(f"INFO 11-21 05:36:19 [v1/worker/gpu_model_runner.py:6133] Graph capturing finished in 2 secs, took {cg:.2f} GiB")
     say("INFO 11-21 05:32:36 [v1/engine/core.py:306] init engine (profile, create kv cache, warmup model) took 9.64 s")
     oom_above = faults.get("runtime_oom_above")

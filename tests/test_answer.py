@@ -57,6 +57,23 @@ def test_plan_picks_graphs_and_mtp_where_it_fits_and_not_beyond():
     assert nothing.exit_code == 1 and "Would:" in nothing.output and "tensor-parallel-size 2" in nothing.output
 
 
+def test_plan_on_the_default_layout_profile_prints_a_command_with_a_marked_placeholder():
+    # issue 24: the first command a new user tries; the plan is the layout's, only the model argument is left open
+    r = run("plan", "--gpu", "4060ti", "--target-context", "100000")
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("100,000 tokens of qwen3.5-9b-awq on NVIDIA GeForce RTX 4060 Ti 16GB")
+    cmd = next(x for x in lines if x.startswith("vllm serve "))
+    assert cmd.startswith("vllm serve '<your-qwen3.5-9b-awq-checkpoint>' ") and "--max-model-len 100000" in cmd
+    assert lines[-1].startswith("note: <your-qwen3.5-9b-awq-checkpoint> stands for your checkpoint")
+    out = json.loads(run("plan", "--gpu", "4060ti", "--target-context", "100000", "--json").stdout)
+    assert out["command"]["model_placeholder"] == "<your-qwen3.5-9b-awq-checkpoint>" and "--checkpoint" in \
+        out["command"]["fill"]
+    given = json.loads(run("plan", "--gpu", "4060ti", "--target-context", "100000", "--checkpoint", "me/awq",
+                           "--json").stdout)
+    assert given["command"]["argv"][2] == "me/awq" and "model_placeholder" not in given["command"]
+
+
 def test_bad_values_are_one_line_errors():
     for args in (["predict", "--available-kv-gib", "-3"], ["predict", "--gpu-memory", ""],
                  ["predict", "--prompt-tokens", "0"], ["table", "--gmu-step", "0"], ["plan", "--target-context", "x"]):

@@ -101,12 +101,18 @@ def test_compose_lists_arguments_without_shell_quoting():
     assert {"method": "mtp", "num_speculative_tokens": 2} == json.loads(items[items.index("--speculative-config") + 1])
 
 
-def test_ngram_on_hybrid_warns_and_awq_profile_needs_a_checkpoint():
+def test_ngram_on_hybrid_warns_and_awq_profile_gets_a_marked_placeholder():
     r = runner.invoke(app, ["serve-cmd", "--model", "qwen3.5-9b", "--gpu", "h200", "--speculative-config",
                             '{"method":"ngram","num_speculative_tokens":3}'])
     assert "corrupt the recurrent state" in r.stderr and "use MTP" in r.stderr
-    r = runner.invoke(app, ["serve-cmd", "--gpu", "4060ti"])
-    assert r.exit_code == 2 and "--checkpoint" in r.output
+    r = runner.invoke(app, ["serve-cmd", "--gpu", "4060ti"])  # the profile models a layout, not one upload
+    assert r.exit_code == 0 and r.stdout.startswith("vllm serve '<your-qwen3.5-9b-awq-checkpoint>' --port 8000")
+    assert "replace it with its folder or Hugging Face id, or pass --checkpoint" in r.stderr
+    r = runner.invoke(app, ["serve-cmd", "--gpu", "4060ti", "--format", "json"])
+    out = json.loads(r.stdout)
+    assert out["model_placeholder"] == out["argv"][2] == "<your-qwen3.5-9b-awq-checkpoint>" and "--checkpoint" in out["fill"]
+    r = runner.invoke(app, ["probe", "--gpu", "4060ti"])
+    assert r.exit_code == 2 and "--model" in r.output and "Traceback" not in r.output  # a probe needs a real one
     r = runner.invoke(app, ["serve-cmd", "--gpu", "4060ti", "--checkpoint", "/models/Qwen3.5-9B-AWQ", "--mtp", "2",
                             "--max-num-seqs", "8", "--kv-cache-dtype", "fp8"])
     assert r.exit_code == 0 and "cold torch.compile" in r.stderr

@@ -211,7 +211,8 @@ def test_cli_probe_records_and_refits_a_profile_predict_then_uses(sim, tmp_path)
             "--enforce-eager", "--max-num-seqs", "8", "--max-num-batched-tokens", "2048", "--vllm-version", "0.20.2"]
     r = CliRunner().invoke(app, ["probe", *args, "--vllm-cmd", cmd, "--runs-dir", str(runs), "--json"])
     assert r.exit_code == 0, r.output
-    out = json.loads(r.stdout[r.stdout.index("{"):])
+    out = json.loads(r.stdout)  # --json: the object alone, no progress lines on either stream
+    assert r.stderr == ""
     assert out["fit"]["worst_error_after_gib"] <= 0.05 < out["fit"]["worst_error_before_gib"]
     pred = json.loads(CliRunner().invoke(app, ["predict", *args, "--max-model-len", "auto", "--json"]).stdout)
     assert pred["max_model_len_ceiling"] == out["ceiling"] == truth_ceiling(truth, deployment())

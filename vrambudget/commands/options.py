@@ -101,6 +101,15 @@ OPTIONS: dict[str, Opt] = {o.name: o for o in (
 assert set(OPTIONS) == {f.name for f in fields(DeploymentOptions)}, "every option is a DeploymentOptions field"
 
 
+def _with_default(o: Opt, defaults: dict[str, Any]) -> Opt:
+    """`o` with a command's own default, its help's 'Default: ...' sentence dropped (typer shows the new one)."""
+    if o.name not in defaults:
+        return o
+    from dataclasses import replace
+
+    return replace(o, default=defaults[o.name], help=o.help.split(" Default: ")[0])
+
+
 def deployment_command(app: Any, name: str | None = None, *, exclude: tuple[str, ...] = (),
                        defaults: dict[str, Any] | None = None,
                        own: tuple[Opt, ...] = ()) -> Callable[[Callable[..., None]], Callable[..., None]]:
@@ -121,8 +130,9 @@ def deployment_command(app: Any, name: str | None = None, *, exclude: tuple[str,
         mine = declared + from_data
         names = {p.name for p in mine}
         shared = [inspect.Parameter(k, inspect.Parameter.KEYWORD_ONLY, annotation=o.typer_param()[0],
-                                    default=defaults.get(k, o.default))
-                  for k, o in OPTIONS.items() if k not in exclude and k not in names]
+                                    default=o.default)
+                  for k, o in ((k, _with_default(o, defaults)) for k, o in OPTIONS.items())
+                  if k not in exclude and k not in names]
 
         def command(**kwargs: Any) -> None:
             opts = DeploymentOptions(**{k: kwargs.pop(k) for k in list(kwargs) if k in OPTIONS and k not in names})

@@ -39,7 +39,6 @@ def plan(opts: DeploymentOptions,
         from ..plan import plan as run_plan
         from ..plan import what_would
         from ..predict import predict as run
-        from ..probe.session import model_arg
         from ..units import parse_tokens
 
         if fmt not in FORMATS:
@@ -63,7 +62,8 @@ def plan(opts: DeploymentOptions,
         else:
             dd = d.with_(enforce_eager=best.enforce_eager, spec_tokens=mtp if best.mtp else 0, speculative_method="mtp",
                          gmu=best.gmu, compile_cache="warm", attention_backend=best.attention_backend)
-            cmd = sc.build_command(dd, run(dd, c), checkpoint or model_arg(dd), tokens, 8000, None)
+            model = sc.model_argument(dd, checkpoint)
+            cmd = sc.build_command(dd, run(dd, c), model, tokens, 8000, None)
             first = ("" if best.enforce_eager or (best.gmu_first_boot and best.gmu_first_boot <= best.gmu) else
                      " Its first boot after a change compiles cold and fails at this GMU; the restart starts "
                      "(Restart=on-failure in the systemd unit).")
@@ -74,6 +74,8 @@ def plan(opts: DeploymentOptions,
                            "not measured here." if best.attention_backend == "TRITON_ATTN" else ""))
             text.append(sc.render(cmd, fmt, f"vLLM {cmd.argv[1]} (max_model_len {tokens}, GMU {best.gmu:.2f}; "
                                              "vrambudget)", d.rules.version, 8000).rstrip("\n"))
+            if model.placeholder:
+                text.append(f"note: {model.how}")
             result["chosen"] = best.label
             result["command"] = sc.as_json(cmd)
         if json_out:

@@ -50,7 +50,11 @@ def probe(opts: DeploymentOptions,
           = None,
           refit: Annotated[bool, typer.Option("--fit/--no-fit", help="Refit coefficients at the end.")] = True,
           json_out: JsonOpt = False) -> None:
-    """Find the real ceiling with real `vllm serve` startups, verify it, record every startup, refit."""
+    """Find the real ceiling with real `vllm serve` startups, verify it, record every startup, refit.
+
+    While it runs it prints each startup's phase as vLLM's log reaches it (loading weights, compiling, profiling,
+    allocating the KV cache, capturing graphs), the time so far and about how long is left (from this probe's
+    earlier startups, else the lab's measured ones), then each verify request; --json prints only the result."""
 
     def go() -> None:
         import shlex
@@ -79,7 +83,9 @@ def probe(opts: DeploymentOptions,
                          turn_tokens=turn_tokens, max_turns=max_turns,
                          prompt_tokens=parse_tokens(prompt_tokens) if prompt_tokens else None,
                          max_model_len=parse_tokens(max_model_len_cap) if max_model_len_cap else None, **sim_opts)
-        prober = Prober(d, c, o, report=lambda line: echo(line, err=json_out))
+        # progress to stdout for people; with --json only warnings, on stderr
+        prober = Prober(d, c, o, report=lambda line: (echo(line, err=True) if line.startswith("warning:") else None)
+                        if json_out else echo(line))
         summary = prober.target(parse_tokens(target_context)) if target_context else prober.bisect()
         if refit and prober.records_path.exists():
             summary["fit"] = fit_and_report([str(prober.records_path)], d.rules.version, d.gpu.key, d.model.ref,

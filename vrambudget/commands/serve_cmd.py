@@ -37,7 +37,6 @@ def serve_cmd(opts: DeploymentOptions,
 
         from ..output import servecmd as sc
         from ..predict import predict as run
-        from ..probe.session import model_arg
 
         if fmt not in ("shell", "systemd", "compose", "json"):
             raise UserError(f"--format {fmt!r}: use shell, systemd, compose or json")
@@ -50,9 +49,11 @@ def serve_cmd(opts: DeploymentOptions,
             mml = d.max_model_len
         else:
             mml = sc.choose_max_model_len(p, margin)
-        ckpt = checkpoint or model_arg(d)
-        cmd = sc.build_command(d, p, ckpt, mml, port, served_model_name)
-        text = sc.render(cmd, fmt, f"vLLM {ckpt} (max_model_len {mml}, GMU {d.gmu:.2f}; vrambudget)",
+        model = sc.model_argument(d, checkpoint)
+        cmd = sc.build_command(d, p, model, mml, port, served_model_name)
+        if model.placeholder:
+            echo(f"note: {model.how}", err=True)
+        text = sc.render(cmd, fmt, f"vLLM {model.value} (max_model_len {mml}, GMU {d.gmu:.2f}; vrambudget)",
                          d.rules.version, port, user)
         if out:
             from ..profiles import write_text_atomic

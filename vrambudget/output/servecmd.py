@@ -21,6 +21,7 @@ class ServeCommand:
     max_model_len: int
     ceiling: int
     warnings: list[str]
+    placeholder: str = ""  # how to fill the model's stand-in, where the argv holds one (model_argument)
 
 
 def choose_max_model_len(p: Prediction, margin: str | None) -> int:
@@ -41,9 +42,38 @@ def choose_max_model_len(p: Prediction, margin: str | None) -> int:
     return value
 
 
-def build_command(d: Deployment, p: Prediction, checkpoint: str, max_model_len: int, port: int,
+@dataclass(frozen=True)
+class ModelArgument:
+    """What `vllm serve` is given as the model. `placeholder` is True where the profile models a layout, not one
+    upload: `value` is then a marked stand-in (<your-...-checkpoint>) that the user replaces, and `how` says how."""
+
+    value: str
+    placeholder: bool = False
+    how: str = ""
+
+
+def model_argument(d: Deployment, checkpoint: str | None = None) -> ModelArgument:
+    """--checkpoint, else the folder or Hub id the model came from, else the bundled profile's Hub id, else a
+    placeholder for the profile's layout (the plan is the layout's; only the command's model is left to fill)."""
+    if checkpoint:
+        return ModelArgument(checkpoint)
+    src = d.model
+    if src.origin in ("local", "hub"):
+        return ModelArgument(src.ref)
+    from ..model.checkpoint import bundled_models
+
+    hf_id = bundled_models()[src.ref].get("hf_id")
+    if hf_id:
+        return ModelArgument(hf_id)
+    stand_in = f"<your-{src.ref}-checkpoint>"
+    return ModelArgument(stand_in, True, f"{stand_in} stands for your checkpoint: replace it with its folder or "
+                         f"Hugging Face id, or pass --checkpoint (the figures are the {src.ref} profile's layout; "
+                         "--model with the checkpoint reads its exact bytes)")
+
+
+def build_command(d: Deployment, p: Prediction, model: ModelArgument, max_model_len: int, port: int,
                   served_name: str | None) -> ServeCommand:
-    args = ["serve", checkpoint, "--port", str(port), *d.serve_flags(max_model_len)]
+    args = ["serve", model.value, "--port", str(port), *d.serve_flags(max_model_len)]
     if served_name:
         args += ["--served-model-name", served_name]
     warnings = list(p.warnings)
@@ -51,12 +81,12 @@ def build_command(d: Deployment, p: Prediction, checkpoint: str, max_model_len: 
         warnings.append(f"max_model_len {max_model_len:,} is within one block ({p.plan.layout.block_size} tokens) "
                         "of the predicted ceiling: a cold first boot or another process on the GPU can tip it "
                         "over; consider --margin 5%")
-    return ServeCommand(args, max_model_len, p.ceiling, warnings)
+    return ServeCommand(args, max_model_len, p.ceiling, warnings, model.how if model.placeholder else "")
 
 
 def image_version(rules_version: str) -> str:
     """The vllm-openai image tag for a modelled version range."""
-    return {"0.19": "0.19.1", "0.20": "0.20.2", "0.33": "0.33.0"}.get(rules_version, rules_version)
+    return {"0.19": "0.19.1", "0.20": "0.20.2", "0.26": "0.26.0", "0.33": "0.33.0"}.get(rules_version, rules_version)
 
 
 def render(cmd: ServeCommand, fmt: str, description: str, rules_version: str, port: int,
@@ -126,5 +156,6 @@ def compose(cmd: ServeCommand, vllm_version: str, port: int) -> str:
 
 
 def as_json(cmd: ServeCommand) -> dict[str, Any]:
-    return {"argv": ["vllm", *cmd.argv], "shell": shell(cmd), "max_model_len": cmd.max_model_len,
+    extra = {"model_placeholder": cmd.argv[1], "fill": cmd.placeholder} if cmd.placeholder else {}
+    return {**extra, "argv": ["vllm", *cmd.argv], "shell": shell(cmd), "max_model_len": cmd.max_model_len,
             "ceiling": cmd.ceiling, "warnings": cmd.warnings}

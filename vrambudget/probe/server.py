@@ -117,6 +117,16 @@ class ServerProcess:
         assert self.proc is not None
         return self.proc.pid
 
+    def log_tail(self, since: int, overlap: int = 256) -> tuple[str, int]:
+        """(the log from byte `since` less `overlap`, so a line cut at the last read is whole, and the new end)."""
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(max(0, since - overlap))
+                data = f.read()
+        except FileNotFoundError:
+            return "", since
+        return data.decode(errors="replace"), max(0, since - overlap) + len(data)
+
     def log_text(self) -> str:
         try:
             return self.log_path.read_text(errors="replace")

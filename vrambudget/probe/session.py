@@ -21,7 +21,7 @@ from ..kv.planner import ceiling_for, kv_needed_bytes
 from ..logparse import LogFacts, parse_log
 from ..predict import layout_for, min_gmu_for_context, predict
 from ..units import GiB
-from . import records, search
+from . import phases, records, search
 from .server import GpuWatch, MemoryBlocker, ServerProcess, free_port, port_in_use
 from .verify import Verifier, stalled
 
@@ -72,17 +72,14 @@ class Attempt:
 
 
 def model_arg(d: Deployment) -> str:
-    """What `vllm serve` is given as the model: the folder or Hub id (bundled profiles: their Hub id)."""
-    src = d.model
-    if src.origin in ("local", "hub"):
-        return src.ref
-    from ..model.checkpoint import bundled_models
+    """What the probe gives `vllm serve` as the model: it needs a real checkpoint, not a layout's placeholder."""
+    from ..output.servecmd import model_argument
 
-    hf_id = bundled_models()[src.ref].get("hf_id")
-    if not hf_id:
-        raise UserError(f"bundled profile {src.ref!r} models a layout, not one checkpoint: give your checkpoint's "
-                        "folder or Hugging Face id (--model for probe, --checkpoint for serve-cmd)")
-    return hf_id
+    m = model_argument(d)
+    if m.placeholder:
+        raise UserError(f"bundled profile {d.model.ref!r} models a layout, not one checkpoint: give your checkpoint's "
+                        "folder or Hugging Face id with --model to probe it")
+    return m.value
 
 
 def simulation(card, free_memory: str | None) -> tuple[dict[str, Any], Any]:
@@ -150,6 +147,7 @@ class Prober:
         self._baseline: int | None = None
         self._earlier_logs = len(list(opts.runs_dir.glob("startup-*.log")))  # a runs dir used before
         self.blocker: MemoryBlocker | None = None
+        self._phase_seconds: dict[str, tuple[dict[str, float], int]] = {}  # kind -> (phase seconds, startup n)
         self.verifier = Verifier(self.gpu, vocab=d.model.arch.vocab_size, model=lambda: model_arg(d),
                                  request_timeout=opts.request_timeout, stall_seconds=opts.stall_seconds, report=report)
 
@@ -245,7 +243,18 @@ class Prober:
                             "pass --allow-shared-gpu (their memory then counts against the budget)")
         return port
 
-    def startup(self, gmu: float, mml: int, *, keep: bool = False) -> tuple[Attempt, ServerProcess | None]:
+    def _clock(self, retry: bool) -> phases.PhaseClock:
+        """A phase clock for the next startup, expecting what the last of its kind here took, else the lab's."""
+        kind = phases.kind(self.d.enforce_eager, "warm" if retry else self.d.compile_cache)
+        expected, source = phases.prior(kind)
+        if kind in self._phase_seconds:
+            mine, n = self._phase_seconds[kind]
+            rest = "" if set(expected) <= set(mine) else "; the phases it did not reach as the lab's"
+            expected, source = {**expected, **mine}, f"as startup {n} took{rest}"
+        return phases.PhaseClock(expected, source, eager=self.d.enforce_eager, kind=kind)
+
+    def startup(self, gmu: float, mml: int, *, keep: bool = False,
+                retry: bool = False) -> tuple[Attempt, ServerProcess | None]:
         port = self._preflight()
         n = len(self.attempts) + 1
         if n > self.opts.max_startups:
@@ -259,19 +268,25 @@ class Prober:
         label = f"[{n}] max_model_len {mml:,}"
         self.report(f"{label} @ GMU {gmu_flag(gmu)}: starting ({shlex.join(cmd[:3])} ...)")
         srv.start()
-        next_tick = [60.0]
+        clock = self._clock(retry)
+        last = {"report": 0.0, "end": 0}
 
         def tick(elapsed: float) -> None:
-            if elapsed >= next_tick[0]:
-                next_tick[0] += 60.0
-                self.report(f"{label}: still starting ({elapsed:.0f} s; a first Qwen3.5 boot JIT-compiles "
-                            "kernels for minutes)")
+            text, last["end"] = srv.log_tail(last["end"])
+            if clock.update(text, elapsed) or elapsed - last["report"] >= 60.0:
+                last["report"] = elapsed
+                self.report(f"{label}: {clock.line(elapsed)}")
 
         res = srv.wait_ready(self.opts.startup_timeout, tick)
         facts = parse_log(srv.log_text())
         outcome = {"ready": "started", "timeout": "timed_out"}.get(res.state) or (
             facts.outcome if facts.outcome not in ("started", "unknown", "incomplete") else "crashed")
         att = Attempt(n, gmu, mml, outcome, round(res.seconds, 1), facts, log)
+        clock.update(srv.log_tail(last["end"])[0], res.seconds)  # the lines written after the last tick
+        took = clock.seconds(res.seconds)
+        # a started server went through every phase (one passed between two reads took ~0 s)
+        took = {**dict.fromkeys(clock.expected, 0.0), **took} if outcome == "started" else phases.partial(took)
+        self._phase_seconds[clock.kind] = (took, n)
         self.report(f"{label} @ GMU {gmu_flag(gmu)}: {outcome} ({res.seconds:.0f} s)" + _detail(facts))
         if outcome == "started" and keep:
             return att, srv
@@ -304,7 +319,7 @@ class Prober:
         self.record(att, mode)
         if att.outcome not in ("started", "insufficient_free_memory", "timed_out") and att.facts.compile == "cold":
             self.report(f"[{att.n}] failed right after a cold torch.compile: retrying once with the cache warm")
-            att, srv = self.startup(gmu, mml, keep=keep)
+            att, srv = self.startup(gmu, mml, keep=keep, retry=True)
             att.retry_of_cold_compile = True
             self.record(att, mode)
         return att, srv

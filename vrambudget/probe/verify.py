@@ -78,9 +78,12 @@ class Verifier:
         peak = PeakWatch(self.gpu)
         worker = threading.Thread(target=call, daemon=True)
         worker.start()
-        is_stalled = False
+        is_stalled, said = False, 0.0
         while worker.is_alive():
             worker.join(timeout=2.0)
+            if worker.is_alive() and time.monotonic() - t0 - said >= 30.0:
+                said = time.monotonic() - t0
+                self.report(f"    ... waiting for the answer ({said:.0f} s; a long prompt's prefill takes a while)")
             if worker.is_alive() and stalled(srv.log_text()[log_mark:], self.stall_seconds):
                 is_stalled = True  # measured on vLLM 0.20.2: a request that is never scheduled waits forever
                 break
