@@ -50,7 +50,7 @@ def test_explain_recovers_flags_from_the_log():
 
 def test_explain_unreadable_log_is_one_line():
     r = runner.invoke(app, ["explain", "/nonexistent/x.log"])
-    assert r.exit_code == 2 and r.output.startswith("error: cannot read")
+    assert r.exit_code == 2 and r.output == "error: /nonexistent/x.log does not exist\n"
 
 
 SERVE = ["serve-cmd", "--model", "qwen3.5-4b", "--gpu", "4060ti", "--mtp", "2", "--kv-cache-dtype", "fp8",

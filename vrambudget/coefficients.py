@@ -49,10 +49,20 @@ class Coefficients:
         return c.value if c else default
 
 
-def _read(path: Path) -> dict[str, Any]:
-    data = read_json(path)
-    if "coefficients" not in data:
-        raise UserError(f"{path} is not a coefficient profile (no 'coefficients')")
+def _read(path: Path, fix: str = "") -> dict[str, Any]:
+    """A coefficient profile, checked: every coefficient an object with a numeric value (and bounds). `fix` is
+    appended to an error (a user's fitted profile: how to replace it)."""
+    try:
+        data = read_json(path)
+    except UserError as e:
+        raise UserError(f"{e}{fix}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("coefficients"), dict):
+        raise UserError(f"{path} is not a coefficient profile (no 'coefficients' object){fix}")
+    for k, v in data["coefficients"].items():
+        numbers = [v.get(x) for x in ("value", "low", "high")] if isinstance(v, dict) else ["?"]
+        if not isinstance(v, dict) or not all(x is None or (isinstance(x, (int, float)) and not isinstance(x, bool))
+                                              for x in numbers) or numbers[0] is None:
+            raise UserError(f"{path}: coefficient {k!r} is {v!r}, not {{'value': number, ...}}{fix}")
     return data
 
 
@@ -93,7 +103,8 @@ def load(version: str, gpu_key: str | None = None, model: str | None = None,
     layers += extra or []
     for p in layers:
         if p.is_file():
-            for k, v in _read(p)["coefficients"].items():
+            fix = f"; delete it to use the bundled profile, or refit it with `vrambudget fit` (it was fitted here)"
+            for k, v in _read(p, fix)["coefficients"].items():
                 items[k] = _coefficient(k, v, v.get("source", str(p)))
             origins.append(str(p))
     return Coefficients(items, origins)

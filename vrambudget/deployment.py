@@ -60,6 +60,7 @@ class Flags:
     # device (X/Y GiB)"; a simulated card's): replaces total - CUDA context - other processes
     expandable_segments: bool = False  # PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
     flashinfer_workspace_bytes: int | None = None  # VLLM_FLASHINFER_WORKSPACE_BUFFER_SIZE (None: vLLM's 394 MiB)
+    allow_long_max_model_len: bool = False  # VLLM_ALLOW_LONG_MAX_MODEL_LEN=1: a max_model_len above the model's
     attention_backend: str | None = None  # vLLM's --attention-backend (None: the one vLLM picks)
     draft_model: str | None = None  # an external drafter (DFlash): bundled name or a folder with its config.json
 
@@ -232,12 +233,32 @@ def resolve(model: ModelSource, gpu: GPU, rules: VllmRules, flags: Flags) -> Dep
     mml = a.max_position_embeddings if flags.max_model_len in (None, -1) else flags.max_model_len
     if mml <= 0:
         raise UserError("--max-model-len must be positive (or auto)")
+    if mml > a.max_position_embeddings and not flags.allow_long_max_model_len:
+        raise UserError(f"--max-model-len {mml:,} is above {a.name}'s {a.max_position_embeddings:,} "
+                        "(max_position_embeddings), which vLLM refuses unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 is set; "
+                        f"give at most {a.max_position_embeddings:,}")
     tokens = flags.max_num_batched_tokens or min(d_tokens, seqs * mml)
     tp = flags.tensor_parallel_size
     if tp < 1 or (a.num_attention_heads % tp):
         raise UserError(f"--tensor-parallel-size {tp} must divide the {a.num_attention_heads} attention heads")
+    # vLLM splits the KV heads across ranks (or replicates them when there are fewer heads than ranks) and the
+    # GatedDeltaNet heads across ranks: each split must be even
+    if (a.num_kv_heads % tp) if tp <= a.num_kv_heads else (tp % a.num_kv_heads):
+        raise UserError(f"--tensor-parallel-size {tp} does not split {a.name}'s {a.num_kv_heads} KV heads evenly: "
+                        "pick a divisor or a multiple of them")
+    if a.gdn and (a.gdn.num_key_heads % tp or a.gdn.num_value_heads % tp):
+        raise UserError(f"--tensor-parallel-size {tp} must divide {a.name}'s GatedDeltaNet heads "
+                        f"({a.gdn.num_key_heads} key, {a.gdn.num_value_heads} value)")
     if flags.compile_cache not in COMPILE_STATES:
         raise UserError(f"--compile-cache {flags.compile_cache!r}: use one of {', '.join(COMPILE_STATES)}")
+    if flags.attention_backend:
+        from .hardware.facts import kv_readers
+
+        readers, why = kv_readers(kv_backend_class(kv))
+        if readers is not None and flags.attention_backend.upper() not in readers:
+            raise UserError(f"--kv-cache-dtype {kv} with --attention-backend {flags.attention_backend.upper()}: vLLM "
+                            f"reads that KV only with {' or '.join(readers)} ({why}); drop --attention-backend or "
+                            "pick one of those")
     lmo = a.is_multimodal if flags.language_model_only is None else flags.language_model_only
     defaults = []
     if flags.gpu_memory_utilization is None:

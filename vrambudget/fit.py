@@ -16,7 +16,7 @@ from typing import Any
 from .budget import Features, available_kv, features, language_model_peak, peaks_add, sampler_peak
 from .coefficients import Coefficient, Coefficients
 from .errors import UserError
-from .profiles import read_jsonl
+from .profiles import read_jsonl, read_text
 from .units import GiB
 
 
@@ -36,49 +36,97 @@ class Sample:
     prompt_tokens: int = 0  # of the verify request that measured runtime_growth_bytes
 
 
-def sample_from_record(rec: dict[str, Any]) -> Sample | None:
+_FACT_KEYS = ("weights_gib", "activation_gib", "non_torch_gib", "cudagraph_estimate_gib", "available_kv_gib",
+              "cuda_context_gib")
+
+
+def sample_from_record(rec: dict[str, Any], where: str = "a record") -> Sample | None:
+    """A startup record's sample (None for a record without the probe's features and facts); `where` names it in
+    an error ('runs/records.jsonl line 3')."""
     if "features" not in rec or "facts" not in rec:
         return None
-    fx = rec["facts"]
-    return Sample(rec.get("log", "record"), Features(**rec["features"]), fx.get("weights_gib"),
-                  fx.get("activation_gib"), fx.get("non_torch_gib"), fx.get("cudagraph_estimate_gib"),
-                  fx.get("available_kv_gib"), fx.get("cuda_context_gib"))
+    fx, fe = rec["facts"], rec["features"]
+    bad = (not isinstance(fx, dict) or not isinstance(fe, dict)
+           or any(not (fx.get(k) is None or isinstance(fx.get(k), (int, float))) for k in _FACT_KEYS))
+    try:
+        feats = None if bad else Features(**fe)
+    except TypeError:
+        feats = None
+    if feats is None:
+        raise UserError(f"{where}: a startup record whose features or facts vrambudget cannot read; was it written by "
+                        "`vrambudget probe`? remove that line")
+    return Sample(rec.get("log", "record"), feats, *(fx.get(k) for k in _FACT_KEYS))
 
 
 def sample_from_log(path: Path, model: str | None = None) -> Sample:
     from .explain import deployment_from_log
-    from .logparse import parse_log
+    from .logparse import parse_log, require_vllm
 
-    facts = parse_log(path.read_text(errors="replace"))
+    facts = require_vllm(parse_log(read_text(path)), str(path))
     d = deployment_from_log(facts, model)
     return Sample(str(path), features(d), facts.weights_gib, facts.activation_gib, facts.non_torch_gib,
                   facts.cudagraph_estimate_gib, facts.available_kv_gib, facts.cuda_context_gib)
 
 
+def _records(path: Path) -> list[Sample]:
+    """The started startups of a records file, with the runtime growth their verify lines measured."""
+    out: list[Sample] = []
+    by_attempt: dict[Any, Sample] = {}
+    for i, r in enumerate(read_jsonl(path), 1):
+        if r.get("kind") == "verify":
+            s, v = by_attempt.get(r.get("attempt", -1)), r.get("verify") or {}
+            if s and isinstance(v, dict) and v.get("ok") and v.get("gpu_used_peak") and v.get("gpu_used_before"):
+                s.runtime_growth_bytes = max(0, v["gpu_used_peak"] - v["gpu_used_before"])
+                s.prompt_tokens = int(v.get("prompt_tokens") or 0)
+            continue
+        s = sample_from_record(r, f"{path} record {i}")
+        if s and r.get("outcome") == "started":
+            by_attempt[r.get("attempt", len(by_attempt))] = s
+            out.append(s)
+    return out
+
+
+def _records_file(p: Path) -> Path:
+    """A records file, or a probe's runs folder's records.jsonl."""
+    if p.is_dir():
+        if not (p / "records.jsonl").is_file():
+            raise UserError(f"{p} is a folder with no probe records (records.jsonl): give the records or the logs")
+        return p / "records.jsonl"
+    return p
+
+
+def record_scope(paths: list[Path]) -> dict[str, str | None]:
+    """The vLLM version, GPU key and model the first probe record among `paths` was measured with (None each where
+    no record says; logs say theirs themselves)."""
+    for p in paths:
+        p = _records_file(p) if p.exists() else p
+        if p.suffix != ".jsonl" or not p.is_file():
+            continue
+        for i, r in enumerate(read_jsonl(p), 1):
+            if "inputs" not in r:
+                continue
+            inputs = r["inputs"]
+            scope = {"vllm_version": r.get("vllm_version"), "gpu_key": r.get("gpu_key"),
+                     "model": inputs.get("model") if isinstance(inputs, dict) else "?"}
+            if not all(v is None or isinstance(v, str) for v in scope.values()) or scope["model"] == "?":
+                raise UserError(f"{p} record {i}: its inputs, GPU or vLLM version are not what `vrambudget probe` "
+                                "writes; remove that line, or give --gpu, --model and --vllm-version")
+            return scope
+    return {"vllm_version": None, "gpu_key": None, "model": None}
+
+
 def load_samples(paths: list[Path], model: str | None = None) -> list[Sample]:
-    """Startup records (*.jsonl) and vLLM logs (anything else); verify lines attach runtime growth."""
+    """Startup records (*.jsonl, or a probe's runs folder holding records.jsonl) and vLLM logs (anything else);
+    verify lines attach runtime growth."""
     out: list[Sample] = []
     for p in paths:
         if not p.exists():
             raise UserError(f"{p} does not exist")
-        if p.suffix == ".jsonl":
-            recs = read_jsonl(p)
-            by_attempt: dict[int, Sample] = {}
-            for r in recs:
-                if r.get("kind") == "verify":
-                    s, v = by_attempt.get(r.get("attempt", -1)), r.get("verify") or {}
-                    if s and v.get("ok") and v.get("gpu_used_peak") and v.get("gpu_used_before"):
-                        s.runtime_growth_bytes = max(0, v["gpu_used_peak"] - v["gpu_used_before"])
-                        s.prompt_tokens = int(v.get("prompt_tokens") or 0)
-                    continue
-                s = sample_from_record(r)
-                if s and r.get("outcome") == "started":
-                    by_attempt[r.get("attempt", len(by_attempt))] = s
-                    out.append(s)
-        else:
-            out.append(sample_from_log(p, model))
+        p = _records_file(p)
+        out.extend(_records(p) if p.suffix == ".jsonl" else [sample_from_log(p, model)])
     if not out:
-        raise UserError("no started vLLM startups in the given records/logs: nothing to fit")
+        raise UserError(f"{', '.join(map(str, paths))}: no started vLLM startup (a probe record with outcome "
+                        "'started', or a startup log): nothing to fit")
     return out
 
 

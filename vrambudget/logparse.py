@@ -8,6 +8,8 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .errors import UserError
+
 _NUM = r"([0-9][0-9,]*\.?[0-9]*)"
 
 
@@ -121,9 +123,18 @@ class LogFacts:
     outcome: str = "unknown"  # started | kv_too_small | oom_loading | oom_profiling | oom_kv_allocation |
     #                           oom_graph_capture | oom_runtime (serving) | insufficient_free_memory | crashed | incomplete
     error: str | None = None
+    recognized: int = 0  # lines that matched one of vLLM's (0: not a vLLM log)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def require_vllm(f: LogFacts, name: str) -> LogFacts:
+    """`f`, or a one-line error where the text held no vLLM line at all (another program's log, a binary file)."""
+    if not f.recognized:
+        raise UserError(f"{name} has no vLLM startup lines (none of 'non-default args', 'Model loading took', "
+                        "'Available KV cache memory', ...): give the output of `vllm serve`")
+    return f
 
 
 def parse_log(text: str) -> LogFacts:
@@ -138,6 +149,7 @@ def parse_log(text: str) -> LogFacts:
             if not m:
                 continue
             g = m.groups()
+            f.recognized += 1
             if key in ONE_FIGURE:
                 name, kind, milestone, first_only = ONE_FIGURE[key]
                 if not (first_only and getattr(f, name) is not None):

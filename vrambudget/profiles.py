@@ -36,6 +36,18 @@ def user_dir() -> Path:
     return Path(base) / "vrambudget"
 
 
+def read_text(path: Path) -> str:
+    """A text file the user named (a log), as text; a folder, a missing or unreadable file is a one-line error."""
+    if path.is_dir():
+        raise UserError(f"{path} is a folder: give the file itself")
+    try:
+        return path.read_text(errors="replace")
+    except FileNotFoundError:
+        raise UserError(f"{path} does not exist") from None
+    except OSError as e:
+        raise UserError(f"cannot read {path}: {e.strerror}") from None
+
+
 def read_json(path: Path) -> Any:
     try:
         with open(path, encoding="utf-8") as fh:
@@ -46,18 +58,30 @@ def read_json(path: Path) -> Any:
         raise UserError(f"{path} is not valid JSON (line {e.lineno}: {e.msg})") from None
 
 
+def _cannot_write(path: Path, e: OSError) -> UserError:
+    where = "VRAMBUDGET_HOME" if os.environ.get("VRAMBUDGET_HOME") else "VRAMBUDGET_HOME or XDG_DATA_HOME"
+    return UserError(f"cannot write {path}: {e.strerror or e} in {path.parent}; make that folder writable, or point "
+                     f"{where} (profiles) or --out (a file) at one you can write")
+
+
 def write_text_atomic(path: Path, text: str) -> None:
-    """Write through a temporary file and rename, so a crash never leaves half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    """Write through a temporary file and rename, so a crash never leaves half a file (and a failure leaves the
+    old one as it was)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    except OSError as e:
+        raise _cannot_write(path, e) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(e, OSError):
+            raise _cannot_write(path, e) from None
         raise
 
 
@@ -67,9 +91,12 @@ def write_json_atomic(path: Path, data: Any) -> None:
 
 def append_jsonl_atomic(path: Path, record: dict[str, Any]) -> None:
     """Append one JSON line with a single O_APPEND write and fsync (a crash loses no earlier line)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     line = (json.dumps(record, sort_keys=False) + "\n").encode()
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    except OSError as e:
+        raise _cannot_write(path, e) from None
     try:
         os.write(fd, line)
         os.fsync(fd)
@@ -78,15 +105,25 @@ def append_jsonl_atomic(path: Path, record: dict[str, Any]) -> None:
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """Records of a JSON-lines file; a torn last line (crash mid-write) is skipped."""
+    """Records of a JSON-lines file. A torn last line (a crash mid-write leaves it without its newline) is skipped;
+    any other line that is not a JSON object is a one-line error naming it."""
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").split("\n")
+    except FileNotFoundError:
+        raise UserError(f"{path} does not exist") from None
+    except IsADirectoryError:
+        raise UserError(f"{path} is a folder: give the records file (records.jsonl)") from None
     out = []
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            line = line.strip()
-            if not line:
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            if i == len(lines):  # no newline after it: torn by a crash
                 continue
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
+            raise UserError(f"{path} line {i} is not JSON; remove that line (the others are kept)") from None
+        if not isinstance(rec, dict):
+            raise UserError(f"{path} line {i} is not a record (a JSON object); remove that line") from None
+        out.append(rec)
     return out

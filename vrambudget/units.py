@@ -40,20 +40,23 @@ _MULT = {"b": 1, "k": 1e3, "kb": 1e3, "kib": 1 << 10, "m": 1e6, "mb": 1e6, "mib"
          "g": 1e9, "gb": 1e9, "gib": 1 << 30, "t": 1e12, "tb": 1e12, "tib": 1 << 40}
 
 
-def parse_size(text: str) -> int:
+def parse_size(text: str, what: str = "memory size") -> int:
     """'23.5GiB', '24GB', '16380MiB' or a plain byte count -> bytes (a bare number above 4096 is
-    bytes, below it GiB)."""
+    bytes, below it GiB). `what` names the input in an error (e.g. '--gpu-memory')."""
     m = _SIZE.match(str(text))
     if not m:
-        raise UserError(f"cannot read memory size {text!r}; write it like 23.5GiB, 24GB or 16380MiB")
+        raise UserError(f"{what} {text!r}: cannot read it as a memory size; write it like 23.5GiB, 24GB or 16380MiB")
     value, unit = float(m.group(1)), (m.group(2) or "").lower()
+    if not value > 0:
+        raise UserError(f"{what} {text!r}: must be more than zero")
     if not unit:
         return int(value) if value > 4096 else int(value * GiB)
     return int(value * _MULT[unit])
 
 
-def parse_tokens(text: str) -> int:
-    """'32768', '32k', '128K', '1M' -> tokens (k = 1024, as context lengths are usually meant)."""
+def parse_tokens(text: str, what: str = "token count") -> int:
+    """'32768', '32k', '128K', '1M' -> tokens (k = 1024, as context lengths are usually meant). `what` names the
+    input in an error (e.g. '--max-model-len')."""
     t = str(text).strip().lower().replace(",", "").replace("_", "")
     mult = 1
     if t.endswith("k"):
@@ -63,7 +66,7 @@ def parse_tokens(text: str) -> int:
     try:
         value = float(t)
     except ValueError:
-        raise UserError(f"cannot read token count {text!r}; write it like 32768 or 32k") from None
-    if value <= 0 or not math.isfinite(value):
-        raise UserError(f"token count must be positive, got {text!r}")
+        raise UserError(f"{what} {text!r}: cannot read it as tokens; write it like 32768 or 32k") from None
+    if not (value >= 1 and math.isfinite(value)):
+        raise UserError(f"{what} {text!r}: must be at least 1 token")
     return int(value * mult)

@@ -33,11 +33,11 @@ def explain(log: Annotated[str, typer.Argument(help="A vLLM startup log (a file,
     def go() -> None:
         from ..explain import compare, deployment_from_log, explain_json
         from ..hardware.catalog import lookup
-        from ..logparse import parse_log
+        from ..logparse import parse_log, require_vllm
         from ..output.render import explain_text
 
         text = sys.stdin.read() if log == "-" else read_text(Path(log))
-        facts = parse_log(text)
+        facts = require_vllm(parse_log(text), "stdin" if log == "-" else log)
         d = deployment_from_log(facts, model, lookup(gpu) if gpu else None, drafter)
         cmp = compare(facts, d)
         emit_json(explain_json(cmp)) if json_out else echo(explain_text(log, cmp))

@@ -28,15 +28,14 @@ def fit(records: Annotated[list[str], typer.Argument(help="Probe records (*.json
     """Refit the measured coefficients from records/logs and save them as a profile predict uses."""
 
     def go() -> None:
+        from ..fit import record_scope
         from ..hardware.catalog import lookup
-        from ..profiles import read_jsonl
         from ..vllm_rules import rules_for
 
-        first = next((r for p in records if p.endswith(".jsonl") and Path(p).is_file()
-                      for r in read_jsonl(Path(p)) if "inputs" in r), None)
-        version = rules_for(vllm_version or (first or {}).get("vllm_version")).version
-        gpu_key = lookup(gpu).key if gpu else (first or {}).get("gpu_key")
-        model_ref = model or ((first or {}).get("inputs") or {}).get("model")
+        scope = record_scope([Path(p) for p in records])
+        version = rules_for(vllm_version or scope["vllm_version"]).version
+        gpu_key = lookup(gpu).key if gpu else scope["gpu_key"]
+        model_ref = model or scope["model"]
         summary = fit_and_report(records, version, gpu_key, model_ref, out, quiet=json_out)
         if json_out:
             emit_json(summary)

@@ -162,8 +162,9 @@ def fast_options(argv: list[str], own: tuple[Opt, ...], exclude: tuple[str, ...]
 
 
 def environment(env: dict[str, str] | None = None) -> dict[str, Any]:
-    """What vLLM reads from the environment that moves memory: PYTORCH_CUDA_ALLOC_CONF's expandable_segments and
-    VLLM_FLASHINFER_WORKSPACE_BUFFER_SIZE (bytes), as Flags fields; a malformed value is a one-line error."""
+    """What vLLM reads from the environment that changes the plan: PYTORCH_CUDA_ALLOC_CONF's expandable_segments,
+    VLLM_FLASHINFER_WORKSPACE_BUFFER_SIZE (bytes) and VLLM_ALLOW_LONG_MAX_MODEL_LEN, as Flags fields; a malformed
+    value is a one-line error."""
     import os
 
     from ..errors import UserError
@@ -188,6 +189,12 @@ def environment(env: dict[str, str] | None = None) -> dict[str, Any]:
             raise UserError(f"VLLM_FLASHINFER_WORKSPACE_BUFFER_SIZE={size!r}: vLLM reads a whole number of bytes "
                             "(e.g. 268435456 for 256 MiB); fix or unset it")
         out["flashinfer_workspace_bytes"] = int(size)
+    allow = env.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "").strip().lower()
+    if allow:
+        if allow not in ("1", "true", "0", "false"):
+            raise UserError(f"VLLM_ALLOW_LONG_MAX_MODEL_LEN={allow!r}: vLLM reads 1 or true as on and anything else "
+                            "as off; write 1 or 0")
+        out["allow_long_max_model_len"] = allow in ("1", "true")
     return out
 
 
@@ -204,6 +211,12 @@ def build(o: DeploymentOptions):
     from ..units import parse_size, parse_tokens
     from ..vllm_rules import choose_version
 
+    for name, opt in OPTIONS.items():  # `--gpu ""` (an unset shell variable) is a mistake, not the default
+        value = getattr(o, name)
+        if opt.type is str and value is not None and not str(value).strip():
+            raise UserError(f"{opt.flags[0]} is empty: give a value or leave the option out")
+    if o.speculative_config and o.mtp is not None:
+        raise UserError("--mtp and --speculative-config both set speculative decoding: give one")
     method, k, draft = "mtp", 0, None
     if o.speculative_config:
         method, k, draft = parse_speculative_config(o.speculative_config)
@@ -211,7 +224,7 @@ def build(o: DeploymentOptions):
         method, k = "mtp", o.mtp
     mml: int | None = None
     if o.max_model_len is not None:
-        mml = -1 if str(o.max_model_len).lower() in ("auto", "-1") else parse_tokens(o.max_model_len)
+        mml = -1 if str(o.max_model_len).lower() in ("auto", "-1") else parse_tokens(o.max_model_len, "--max-model-len")
     backend = None
     if o.attention_backend:
         backend = o.attention_backend.upper()
@@ -223,14 +236,22 @@ def build(o: DeploymentOptions):
                   max_num_batched_tokens=o.max_num_batched_tokens, max_model_len=mml,
                   enable_prefix_caching=o.enable_prefix_caching, tensor_parallel_size=o.tensor_parallel_size,
                   compile_cache=o.compile_cache, language_model_only=o.language_model_only,
-                  other_gpu_bytes=parse_size(o.other_gpu_usage) if o.other_gpu_usage else 0,
+                  other_gpu_bytes=parse_size(o.other_gpu_usage, "--other-gpu-usage") if o.other_gpu_usage else 0,
                   attention_backend=backend, draft_model=draft,
-                  free_at_start_bytes=parse_size(o.free_memory) if o.free_memory else None)
+                  free_at_start_bytes=parse_size(o.free_memory, "--free-memory") if o.free_memory else None)
     flags = replace(flags, **environment())
     src = resolve_model(o.model)
     gpu = catalog.resolve(o.gpu, o.gpu_memory)
     if o.simulated_on:
-        gpu = catalog.simulated(gpu, catalog.lookup(o.simulated_on))
+        host = catalog.lookup(o.simulated_on)
+        if host.total_bytes <= gpu.total_bytes:
+            raise UserError(f"--simulated-on {o.simulated_on}: {host.name} ({host.total_gib:.1f} GiB) is not bigger than "
+                            f"{gpu.name} ({gpu.total_gib:.1f} GiB); a simulation runs a smaller card on a bigger GPU")
+        gpu = catalog.simulated(gpu, host)
+    for flag, held in (("--other-gpu-usage", flags.other_gpu_bytes), ("--free-memory", flags.free_at_start_bytes)):
+        if held and held >= gpu.total_bytes:
+            raise UserError(f"{flag} {held / 2**30:.2f} GiB is not below {gpu.name}'s {gpu.total_gib:.2f} GiB; "
+                            "give what the GPU reports (nvidia-smi)")
     choice = choose_version(o.vllm_version)
     d = resolve(src, gpu, choice.rules, flags).with_(vllm=choice)
     return d, load(choice.rules.version, gpu.key, src.ref)

@@ -43,7 +43,7 @@ def plan(opts: DeploymentOptions,
 
         if fmt not in FORMATS:
             raise UserError(f"--format {fmt!r}: use shell, systemd, compose or json")
-        tokens = parse_tokens(target_context)
+        tokens = parse_tokens(target_context, "--target-context")
         d, c = opts.with_(mtp=0, max_model_len=str(tokens), compile_cache="warm").build()
         options = run_plan(d, c, tokens, mtp)
         best = choose(options)

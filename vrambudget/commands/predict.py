@@ -32,13 +32,15 @@ def predict(opts: DeploymentOptions, **own: Any) -> None:
         from ..predict import predict as run
         from ..units import parse_tokens
 
+        if available_kv_gib is not None and target_context:
+            raise UserError("--available-kv-gib plans a given KV memory and --target-context finds a GMU: give one")
         d, c = opts.build()
         if available_kv_gib is not None:
             res = kv_only(d, available_kv_gib)
             emit_json(res) if json_out else echo(kv_only_text(d, available_kv_gib, res))
             return
         if target_context:
-            tokens = parse_tokens(target_context)
+            tokens = parse_tokens(target_context, "--target-context")
             g = min_gmu_for_context(d, c, tokens)
             if json_out:
                 emit_json({"target_context": tokens, "min_gmu": g, "inputs": d.inputs()})
@@ -48,7 +50,7 @@ def predict(opts: DeploymentOptions, **own: Any) -> None:
                 echo(f"smallest GMU for max_model_len {tokens:,}: {g:.2f}")
                 echo(prediction_text(run(d.with_(gmu=g, max_model_len=tokens, auto_fit=False), c)))
             return
-        ans = answer(d, c, prompt_tokens=parse_tokens(prompt_tokens) if prompt_tokens else None)
+        ans = answer(d, c, prompt_tokens=parse_tokens(prompt_tokens, "--prompt-tokens") if prompt_tokens else None)
         p = ans.first_boot if d.compile_cache in ("cold", "fresh") else ans.restart
         if json_out:
             emit_json({**p.to_json(), **answer_json(ans)})

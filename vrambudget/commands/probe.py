@@ -6,6 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from ..errors import UserError
 from .common import EXIT_NO, Exit, echo, emit_json, run_safely
 from .options import DeploymentOptions, JSON, TARGET, deployment_command
 
@@ -76,17 +77,20 @@ def probe(opts: DeploymentOptions,
             sim_opts, host = simulation(d.gpu, free_memory)
             d = d.with_(gpu=simulated(d.gpu, host), free_at_start_bytes=sim_opts["simulate_free_bytes"])
         rd = Path(runs_dir) if runs_dir else user_dir() / "runs" / time.strftime("%Y%m%d-%H%M%S")
-        rd.mkdir(parents=True, exist_ok=True)
+        try:
+            rd.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise UserError(f"--runs-dir {rd}: cannot make that folder ({e.strerror}); give a folder you can write")
         o = ProbeOptions(vllm_cmd=shlex.split(vllm_cmd), port=port, dummy_weights=dummy_weights,
                          startup_timeout=startup_timeout, extra_args=shlex.split(extra_args), runs_dir=rd,
                          verify=verify, allow_shared_gpu=allow_shared_gpu, max_startups=max_startups,
                          turn_tokens=turn_tokens, max_turns=max_turns,
-                         prompt_tokens=parse_tokens(prompt_tokens) if prompt_tokens else None,
-                         max_model_len=parse_tokens(max_model_len_cap) if max_model_len_cap else None, **sim_opts)
+                         prompt_tokens=parse_tokens(prompt_tokens, "--prompt-tokens") if prompt_tokens else None,
+                         max_model_len=parse_tokens(max_model_len_cap, "--max-model-len") if max_model_len_cap else None, **sim_opts)
         # progress to stdout for people; with --json only warnings, on stderr
         prober = Prober(d, c, o, report=lambda line: (echo(line, err=True) if line.startswith("warning:") else None)
                         if json_out else echo(line))
-        summary = prober.target(parse_tokens(target_context)) if target_context else prober.bisect()
+        summary = prober.target(parse_tokens(target_context, "--target-context")) if target_context else prober.bisect()
         if refit and prober.records_path.exists():
             summary["fit"] = fit_and_report([str(prober.records_path)], d.rules.version, d.gpu.key, d.model.ref,
                                             None, quiet=json_out)

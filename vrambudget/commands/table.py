@@ -33,13 +33,20 @@ def table(opts: DeploymentOptions, **own: Any) -> None:
         from ..predict import ceiling_table, target_row
         from ..units import parse_tokens
 
+        from pathlib import Path
+
+        from ..profiles import read_jsonl
+
         if not (0 < gmu_min <= gmu_max <= 1) or gmu_step <= 0:
             raise UserError("need 0 < --gmu-min <= --gmu-max <= 1 and --gmu-step > 0")
+        if records and not plot:
+            raise UserError("--records draws probe records over the curves of --plot: add --plot FILE.png")
+        drawn = [r for f in records or [] for r in read_jsonl(Path(f))]  # read first: a bad file prints nothing
         d, c = opts.with_(mtp=0).build()
         n = int(round((gmu_max - gmu_min) / gmu_step)) + 1
         gmus = [round(gmu_min + i * gmu_step, 4) for i in range(n)]
         t = ceiling_table(d, c, gmus, mtp)
-        tokens = parse_tokens(target_context) if target_context else None
+        tokens = parse_tokens(target_context, "--target-context") if target_context else None
         target = target_row(d, c, tokens, mtp) if tokens else None
         target_first = target_row(d, c, tokens, mtp, "cold") if tokens else None
         if json_out:
@@ -49,12 +56,9 @@ def table(opts: DeploymentOptions, **own: Any) -> None:
             echo(f"{d.model.ref} on {d.gpu.name}, {d.version_label}, KV {d.kv_cache_dtype}")
             echo(table_text(t, target, tokens, target_first))
         if plot:
-            from pathlib import Path
-
             from ..output import plots
-            from ..profiles import read_jsonl
 
-            pts = plots.probe_points([r for f in records or [] for r in read_jsonl(Path(f))])
+            pts = plots.probe_points(drawn)
             ax = plots.ceiling_curves(t, points=pts, title=f"{d.model.ref} on {d.gpu.name}, KV {d.kv_cache_dtype}")
             echo(f"plot: {plots.save(ax, plot)}", err=json_out)
 

@@ -72,7 +72,8 @@ def lookup(name: str) -> GPU:
     key = _aliases().get(_norm(name)) or _aliases().get(_norm(name).replace("rtx", ""))
     if key is None:
         known = ", ".join(sorted(catalog()))
-        raise UserError(f"unknown GPU {name!r}; known: {known} (or --gpu auto, or --gpu-memory 23.5GiB)")
+        raise UserError(f"unknown GPU {name!r}: not in the catalog (`vrambudget gpus`: {known}); or --gpu auto to "
+                        "read this machine's, or --gpu-memory 23.5GiB for another card")
     return catalog()[key]
 
 
@@ -138,7 +139,7 @@ def resolve(gpu: str | None, gpu_memory: str | None) -> GPU:
     from ..units import parse_size
 
     if gpu_memory is not None:
-        return from_memory(parse_size(gpu_memory))
+        return from_memory(parse_size(gpu_memory, "--gpu-memory"))
     if not gpu:
         return lookup("rtx4060ti")
     if gpu.lower() == "auto":

@@ -92,6 +92,12 @@ def backend_named(name: str, gpu: GPU | None = None) -> Backend:
     return _backend(name.upper(), "", "forced with --attention-backend", gpu)
 
 
+def kv_readers(kv_class: str) -> tuple[tuple[str, ...] | None, str]:
+    """The backends that read this KV dtype class (deployment.kv_backend_class), None for every one, and the source."""
+    r = _facts()["attention_backends"].get("kv_readers", {}).get(kv_class)
+    return (tuple(r["backends"]), r["source"]) if r else (None, "")
+
+
 def known_backends() -> tuple[str, ...]:
     """The backends whose costs the data carries (what --attention-backend accepts)."""
     return tuple(_facts()["attention_backends"]["costs"])

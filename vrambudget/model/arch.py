@@ -139,11 +139,15 @@ class ModelArch:
 
 def _layer_types(text: dict[str, Any], n_layers: int) -> tuple[str, ...]:
     if text.get("layer_types"):
-        types = tuple(text["layer_types"])
+        raw = text["layer_types"]
+        if not isinstance(raw, list) or not all(isinstance(t, str) for t in raw):
+            raise UserError(f"config.json: layer_types is {str(raw)[:60]!r}, not a list of names; the file is damaged")
+        types = tuple(raw)
         if len(types) != n_layers:
-            raise UserError(f"config has {len(types)} layer_types for {n_layers} layers")
+            raise UserError(f"config.json has {len(types)} layer_types for {n_layers} layers (num_hidden_layers); "
+                            "the file is damaged")
         return types
-    interval = text.get("full_attention_interval")
+    interval = _count(text, "full_attention_interval", "the model", default=0, minimum=0)
     if interval:
         return tuple(FULL if (i + 1) % interval == 0 else LINEAR for i in range(n_layers))
     window, max_window = text.get("sliding_window"), text.get("max_window_layers")
@@ -203,18 +207,40 @@ def _vision(cfg: dict[str, Any]) -> VisionConfig | None:
     )
 
 
+def _count(d: dict[str, Any], key: str, name: str, default: int | None = None, minimum: int = 1) -> int:
+    """A whole-number field of a config (a missing one: `default`, else an error naming it)."""
+    v = d.get(key)
+    if v is None:
+        if default is not None:
+            return default
+        raise UserError(f"config.json of {name} lacks {key!r}; is it a decoder-only LLM config?")
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != int(v) or int(v) < minimum:
+        raise UserError(f"config.json of {name}: {key} is {v!r}, not a whole number >= {minimum}; the file is "
+                        "damaged or not a model's config")
+    return int(v)
+
+
 def arch_from_config(cfg: dict[str, Any], name: str = "model") -> ModelArch:
     """Build a ModelArch from a parsed config.json (top level; `text_config` is followed)."""
-    text = dict(cfg.get("text_config") or cfg)
+    if not isinstance(cfg, dict):
+        raise UserError(f"config.json of {name} is not a JSON object ({type(cfg).__name__}); is it a model's config?")
+    nested = cfg.get("text_config")
+    if nested is not None and not isinstance(nested, dict):
+        raise UserError(f"config.json of {name}: text_config is {nested!r}, not an object; the file is damaged")
+    text = dict(nested or cfg)
+    quant = cfg.get("quantization_config") or text.get("quantization_config")
+    if quant is not None and not isinstance(quant, dict):
+        raise UserError(f"config.json of {name}: quantization_config is {quant!r}, not an object; the file is damaged")
     model_type = str(cfg.get("model_type") or text.get("model_type") or "")
     arch_name = (cfg.get("architectures") or text.get("architectures") or [model_type or "unknown"])[0]
-    try:
-        n_layers = int(text["num_hidden_layers"])
-        hidden = int(text["hidden_size"])
-        n_heads = int(text["num_attention_heads"])
-        vocab = int(text.get("vocab_size") or cfg["vocab_size"])
-    except KeyError as e:
-        raise UserError(f"config.json of {name} lacks {e.args[0]!r}; is it a decoder-only LLM config?") from None
+    n_layers = _count(text, "num_hidden_layers", name)
+    hidden = _count(text, "hidden_size", name)
+    n_heads = _count(text, "num_attention_heads", name)
+    vocab = _count(text if text.get("vocab_size") is not None else cfg, "vocab_size", name)
+    n_kv = _count(text, "num_key_value_heads", name, default=n_heads)
+    if n_heads % n_kv:
+        raise UserError(f"config.json of {name}: num_attention_heads {n_heads} is not a multiple of "
+                        f"num_key_value_heads {n_kv}; the file is damaged")
     if text.get("kv_lora_rank"):
         raise UserError(f"{name}: MLA (latent attention, DeepSeek style) is not modelled; supported: GQA, "
                         "sliding window and GatedDeltaNet hybrids")
@@ -222,7 +248,7 @@ def arch_from_config(cfg: dict[str, Any], name: str = "model") -> ModelArch:
     if unmodelled:
         raise UserError(f"{name} ({model_type or arch_name}): not modelled yet: {'; '.join(unmodelled)}; "
                         "vrambudget plans GQA, sliding-window, MoE and GatedDeltaNet-hybrid configs")
-    head_dim = int(text.get("head_dim") or hidden // n_heads)
+    head_dim = _count(text, "head_dim", name, default=hidden // n_heads)
     layer_types = _layer_types(text, n_layers)
     unknown = set(layer_types) - {FULL, LINEAR, SLIDING}
     if unknown:
@@ -232,29 +258,36 @@ def arch_from_config(cfg: dict[str, Any], name: str = "model") -> ModelArch:
     if LINEAR in layer_types:
         is_qwen35 = model_type.startswith("qwen3_5")
         gdn = GDNConfig(
-            num_key_heads=int(text["linear_num_key_heads"]),
-            num_value_heads=int(text["linear_num_value_heads"]),
-            key_head_dim=int(text["linear_key_head_dim"]),
-            value_head_dim=int(text["linear_value_head_dim"]),
-            conv_kernel=int(text.get("linear_conv_kernel_dim", 4)),
+            num_key_heads=_count(text, "linear_num_key_heads", name),
+            num_value_heads=_count(text, "linear_num_value_heads", name),
+            key_head_dim=_count(text, "linear_key_head_dim", name),
+            value_head_dim=_count(text, "linear_value_head_dim", name),
+            conv_kernel=_count(text, "linear_conv_kernel_dim", name, default=4),
             ssm_dtype=str(text.get("mamba_ssm_dtype") or ("float32" if is_qwen35 else
                                                            text.get("dtype") or text.get("torch_dtype")
                                                            or cfg.get("torch_dtype") or "bfloat16")),
         )
     dtype = str(text.get("dtype") or text.get("torch_dtype") or cfg.get("torch_dtype")
                 or cfg.get("dtype") or "bfloat16").replace("torch.", "")
+    from ..units import DTYPE_BYTES
+
+    if dtype.lower() not in DTYPE_BYTES:
+        raise UserError(f"config.json of {name}: dtype {dtype!r} is not one vrambudget knows "
+                        f"({', '.join(sorted(DTYPE_BYTES))}); the file is damaged or from an unmodelled format")
     tie = bool(cfg.get("tie_word_embeddings", text.get("tie_word_embeddings", False)))
-    mtp = int(text.get("mtp_num_hidden_layers") or text.get("num_nextn_predict_layers") or 0)
+    mtp = _count(text, "mtp_num_hidden_layers" if "mtp_num_hidden_layers" in text else "num_nextn_predict_layers",
+                 name, default=0, minimum=0)
     window = text.get("sliding_window") if SLIDING in layer_types else None
     gemma4 = model_type in GEMMA4_MODEL_TYPES
     qk_norm = model_type.startswith(("qwen3",)) or gemma4
     full_kv, full_dim = _full_attention_shape(text) if gemma4 else (None, None)
-    max_pos = int(text.get("max_position_embeddings") or cfg.get("max_position_embeddings") or 4096)
+    max_pos = _count(text if text.get("max_position_embeddings") is not None else cfg, "max_position_embeddings", name,
+                     default=4096)
     return ModelArch(
         name=name, architecture=str(arch_name), model_type=model_type, dtype=dtype,
         hidden_size=hidden, num_layers=n_layers, vocab_size=vocab,
-        intermediate_size=int(text.get("intermediate_size") or 0), tie_word_embeddings=tie,
-        num_attention_heads=n_heads, num_kv_heads=int(text.get("num_key_value_heads") or n_heads),
+        intermediate_size=_count(text, "intermediate_size", name, default=0, minimum=0), tie_word_embeddings=tie,
+        num_attention_heads=n_heads, num_kv_heads=n_kv,
         head_dim=head_dim, layer_types=layer_types,
         max_position_embeddings=max_pos,
         attn_output_gate=bool(text.get("attn_output_gate", model_type in HYBRID_MODEL_TYPES)),
@@ -263,7 +296,7 @@ def arch_from_config(cfg: dict[str, Any], name: str = "model") -> ModelArch:
         mtp_layers=mtp, vision=_vision(cfg), full_num_kv_heads=full_kv, full_head_dim=full_dim,
         norms_per_layer=(4 + (3 if text.get("enable_moe_block") else 0)) if gemma4 else 2,
         rotary_dims=_rotary_dims(text, head_dim, full_dim, gemma4),
-        quantization=cfg.get("quantization_config") or text.get("quantization_config"),
+        quantization=quant,
         assumptions=() if model_type in CHECKED_MODEL_TYPES else (
             f"model type {model_type or '?'} ({arch_name}) not checked against vLLM: planned as a decoder of "
             f"{n_layers} {'/'.join(sorted(set(layer_types)))} layers from config.json, no other per-layer state",),

@@ -51,34 +51,102 @@ def bundled_models() -> dict[str, dict[str, Any]]:
     return out
 
 
-def read_safetensors_header(path: Path) -> dict[str, Any]:
-    """The JSON header of a .safetensors file (8-byte little-endian length, then JSON)."""
+_GET_AGAIN = "download it again, or move it out of the folder to size the model from config.json"
+_BITS = {"F4": 4}  # sub-byte safetensors dtypes (packed): bits per element
+
+
+def read_safetensors_header(path: Path) -> tuple[dict[str, Any], int]:
+    """The JSON header of a .safetensors file (8-byte little-endian length, then JSON) and the bytes of data after
+    it. A file that is not what its header says is a one-line error naming it."""
+    size = path.stat().st_size
     with open(path, "rb") as fh:
-        (n,) = struct.unpack("<Q", fh.read(8))
-        if n > 100_000_000:
-            raise UserError(f"{path} does not look like a safetensors file")
-        return json.loads(fh.read(n))
+        head = fh.read(8)
+        if head.startswith(b"version "):
+            raise UserError(f"{path} is a Git LFS pointer, not the weights: run `git lfs pull` in {path.parent}, or "
+                            "move it out of the folder to size the model from config.json")
+        if len(head) < 8:
+            raise UserError(f"{path} is {size} bytes, too short for a safetensors file (an interrupted download?): "
+                            + _GET_AGAIN)
+        (n,) = struct.unpack("<Q", head)
+        if n > size - 8 or n > 100_000_000:
+            raise UserError(f"{path}: its header length says {n:,} bytes but the file holds {size - 8:,} after it: "
+                            f"truncated, or not a safetensors file; {_GET_AGAIN}")
+        raw = fh.read(n)
+    try:
+        header = json.loads(raw)
+    except ValueError:  # UnicodeDecodeError is one
+        raise UserError(f"{path}: its header is not JSON: the file is damaged or not safetensors; {_GET_AGAIN}") from None
+    if not isinstance(header, dict):
+        raise UserError(f"{path}: its header is not a JSON object of tensors; {_GET_AGAIN}")
+    return header, size - 8 - n
 
 
-def _tensors_from_header(header: dict[str, Any]) -> Iterable[TensorInfo]:
+def _tensors_from_header(header: dict[str, Any], path: Path | str, data_bytes: int | None = None) -> Iterable[TensorInfo]:
+    """Each tensor of a header, checked: a known dtype, a shape of whole numbers and (with `data_bytes`, a local
+    file's) data offsets inside the file that span the shape's bytes."""
     for name, info in header.items():
         if name == "__metadata__":
             continue
+        if not isinstance(info, dict):
+            raise UserError(f"{path}: tensor {name!r} is described by {info!r}, not an object; {_GET_AGAIN}")
+        dtype, shape = info.get("dtype"), info.get("shape")
+        if dtype not in _ST_DTYPE:
+            raise UserError(f"{path}: tensor {name!r} has dtype {dtype!r}, which vrambudget does not size (known: "
+                            f"{', '.join(_ST_DTYPE)})")
+        if not isinstance(shape, list) or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0
+                                                  for x in shape):
+            raise UserError(f"{path}: tensor {name!r} has shape {shape!r}, not a list of sizes; {_GET_AGAIN}")
         numel = 1
-        for d in info["shape"]:
+        for d in shape:
             numel *= d
-        yield TensorInfo(name, info["dtype"], numel)
+        if data_bytes is not None:
+            offsets = info.get("data_offsets")
+            if not (isinstance(offsets, list) and len(offsets) == 2 and all(isinstance(x, int) for x in offsets)
+                    and 0 <= offsets[0] <= offsets[1]):
+                raise UserError(f"{path}: tensor {name!r} has data_offsets {offsets!r}, not [start, end]; {_GET_AGAIN}")
+            if offsets[1] > data_bytes:
+                raise UserError(f"{path}: tensor {name!r} ends at byte {offsets[1]:,} of data but the file holds "
+                                f"{data_bytes:,}: it is truncated; {_GET_AGAIN}")
+            want = -(-numel * _BITS.get(dtype, 8 * _ST_DTYPE[dtype]) // 8)
+            if offsets[1] - offsets[0] != want:
+                raise UserError(f"{path}: tensor {name!r} is {shape} in {dtype}, {want:,} bytes, but its data spans "
+                                f"{offsets[1] - offsets[0]:,}: the header lies; {_GET_AGAIN}")
+        yield TensorInfo(name, dtype, numel)
+
+
+def _check_shards(path: Path) -> None:
+    """A sharded checkpoint with some shards missing would be sized from part of its weights: say which are."""
+    index = path / "model.safetensors.index.json"
+    if not index.is_file():
+        return
+    try:
+        data = read_json(index)
+    except UserError as e:
+        raise UserError(f"{e}; download it again or delete it") from None
+    weight_map = data.get("weight_map") if isinstance(data, dict) else None
+    if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+        raise UserError(f"{index}: weight_map is not an object of tensor -> shard file; download it again or delete it")
+    missing = sorted({v for v in weight_map.values() if not (path / v).is_file()})
+    if missing and len(missing) < len(set(weight_map.values())):
+        raise UserError(f"{index} lists {len(set(weight_map.values()))} shards and {len(missing)} are missing "
+                        f"({missing[0]}{', ...' if len(missing) > 1 else ''}): download them all, or keep only "
+                        "config.json to size the model from its shapes")
 
 
 def _local(path: Path) -> ModelSource:
+    if path.is_file():
+        raise UserError(f"{path} is a file: --model takes the model's folder (the one holding config.json)")
     cfg_path = path / "config.json"
     if not cfg_path.is_file():
         raise UserError(f"{path} has no config.json; point --model at a model folder")
     cfg = read_json(cfg_path)
+    if not isinstance(cfg, dict):
+        raise UserError(f"{cfg_path} is not a JSON object; is it a model's config.json?")
+    _check_shards(path)
     tensors: list[TensorInfo] = []
     for st in sorted(path.glob("*.safetensors")):
-        if st.stat().st_size >= 8:
-            tensors.extend(_tensors_from_header(read_safetensors_header(st)))
+        header, data_bytes = read_safetensors_header(st)
+        tensors.extend(_tensors_from_header(header, st, data_bytes))
     return ModelSource(arch_from_config(cfg, path.name), "local", str(path), f"local folder {path}", tuple(tensors))
 
 
@@ -123,6 +191,9 @@ def resolve_model(ref: str | None) -> ModelSource:
     path = Path(os.path.expanduser(ref))
     if path.exists():
         return _local(path)
+    if ref.startswith((".", "/", "~")) or os.sep + os.sep in ref:
+        raise UserError(f"--model {ref!r}: no such folder; give a model folder (with its config.json), a Hugging Face "
+                        "id (owner/name) or a bundled profile (`vrambudget models`)")
     if "/" in ref and not ref.startswith((".", "/")):
         return _hub(ref)
     raise UserError(f"unknown model {ref!r}: not a bundled profile ({', '.join(bundled)}), "

@@ -134,6 +134,9 @@ def scheme_from_config(q: dict[str, Any] | None) -> QuantScheme:
     ignore = tuple(q.get("modules_to_not_convert") or q.get("ignored_layers") or q.get("ignore")
                    or q.get("exclude_modules") or ())
     if method == "awq":
+        if int(q.get("bits", q.get("w_bit", 4))) != 4:  # vLLM's AWQConfig: "only 4-bit weight quantization"
+            raise UserError(f"quantization_config: AWQ with bits {q.get('bits', q.get('w_bit'))!r}; vLLM loads only "
+                            "4-bit AWQ checkpoints")
         return QuantScheme("awq", int(q.get("bits", q.get("w_bit", 4))), int(q.get("group_size", q.get("q_group_size", 128))),
                            zero_point=bool(q.get("zero_point", True)), ignore=ignore)
     if method in ("gptq", "gptq_marlin", "auto-round", "auto_round", "autoround"):

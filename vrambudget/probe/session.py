@@ -93,7 +93,7 @@ def simulation(card, free_memory: str | None) -> tuple[dict[str, Any], Any]:
     if real.total_bytes <= card.total_bytes:
         raise UserError(f"--simulate-gpu needs a bigger GPU than {card.name} ({card.total_gib:.2f} GiB); "
                         f"this one is {real.name} ({real.total_gib:.2f} GiB)")
-    free = parse_size(free_memory) if free_memory else card.total_bytes - cuda_context(card).value
+    free = parse_size(free_memory, "--free-memory") if free_memory else card.total_bytes - cuda_context(card).value
     return {"simulate_free_bytes": free, "real_total_bytes": real.total_bytes,
             "real_context_bytes": cuda_context(real).value}, real
 
