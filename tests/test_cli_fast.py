@@ -53,10 +53,12 @@ def test_anything_not_plainly_valid_goes_to_typer(argv):
     assert fast(_mtp_default(argv)) is False
 
 
-def test_fast_path_does_not_import_typer():
+@pytest.mark.parametrize("argv", [["predict", "--json"], ["table", "--gpu", "4060ti"]])
+def test_fast_path_imports_only_what_it_needs(argv):
     import subprocess
 
-    code = ("import sys; from vrambudget.cli import fast; fast(['predict', '--json']); "
-            "print('typer' in sys.modules, 'click' in sys.modules)")
+    heavy = ("typer", "click", "scipy", "huggingface_hub", "matplotlib", "pynvml", "numpy")
+    code = (f"import sys; from vrambudget.cli import fast; fast({argv!r}); "
+            f"print([m for m in {heavy!r} if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip().splitlines()[-1] == "False False"
+    assert out.strip().splitlines()[-1] == "[]"

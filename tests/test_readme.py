@@ -1,0 +1,36 @@
+"""The README's command blocks are what the commands print today (docs/readme.py regenerates them)."""
+
+import importlib.util
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _readme_tool():
+    spec = importlib.util.spec_from_file_location("readme_tool", ROOT / "docs" / "readme.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_every_command_block_is_what_the_command_prints_now():
+    tool = _readme_tool()
+    text = (ROOT / "README.md").read_text()
+    assert len(tool.MARKER.findall(text)) >= 8  # the main command, plan, table, serve-cmd, explain, models, ...
+    assert tool.drifted(text) == [], "run `python docs/readme.py` to regenerate the README's blocks"
+
+
+def test_the_set_up_is_two_commands_and_the_main_command():
+    text = (ROOT / "README.md").read_text()
+    setup = text.split("## Set up", 1)[1].split("## ", 1)[0]
+    blocks = [b.split("\n", 1)[1] for b in setup.split("```bash")[1:]]
+    commands = [line.split("#")[0].strip() for b in blocks for line in b.split("```")[0].splitlines() if line.strip()]
+    assert commands == ["pip install '.[test]'", "python -m pytest -q", "vrambudget predict --gpu 4060ti --mtp --gmu 0.95"]
+    assert "<!-- output: vrambudget predict --gpu 4060ti --mtp --gmu 0.95 -->" in setup
+
+
+def test_a_drifted_block_is_named(tmp_path):
+    tool = _readme_tool()
+    stale = "<!-- run: vrambudget gpus -->\n```\n$ vrambudget gpus\nan old catalog\n```\n"
+    assert tool.drifted(stale) == ["vrambudget gpus"]
+    assert tool.drifted(tool.render(stale)) == []
