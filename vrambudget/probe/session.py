@@ -326,41 +326,14 @@ class Prober:
 
     # -- verification ---------------------------------------------------------------------------
     def verify(self, att: Attempt, srv: ServerProcess) -> bool:
-        """Prove the length serves, in stages, stopping at the first that fails: the first request (a short prompt
-        and 250 generated tokens, as a user's benchmark sends it), one long prompt (about `max_model_len` tokens, or
-        --prompt-tokens), a short request after it, then (with `turn_tokens`) a multi-turn session whose context
-        grows by `turn_tokens` a turn, as an agent's does. A runtime OOM or a dead server fails it; the record
-        names the stage that failed and why."""
+        """Prove the length serves, in stages (verify.Verifier.prove); the record names the stage that failed."""
         o = self.opts
         limit = max(1, int(att.max_model_len * o.verify_fraction) - 16)
-        long_tokens = min(o.prompt_tokens or limit, limit)
-        short, gen = o.first_request
-        plan = [("first_request", short, gen, 1), ("long_prompt", long_tokens, 16, 0), ("after", short, gen, 2)]
-        stages: list[dict[str, Any]] = []
-        for kind, tokens, max_tokens, seed in plan:
-            stages.append(self.verifier.stage(att.n, kind, srv, tokens, max_tokens, seed))
-            if not stages[-1]["ok"]:
-                break
-        if stages[-1]["ok"] and o.turn_tokens:
-            stages.append(self.verifier.multi_turn(att.n, srv, step=o.turn_tokens, limit=limit,
-                                                   max_turns=o.max_turns, seconds=o.multi_turn_seconds))
-        failed = next((st for st in stages if not st["ok"]), None)
-        peaks = [st.get("gpu_used_peak") for st in stages] + [t.get("gpu_used_peak") for st in stages
-                                                                for t in st.get("turns", [])]
-        long_stage = next((st for st in stages if st["kind"] == "long_prompt"), stages[0])
-        att.verify = {**{k: v for k, v in long_stage.items() if k != "kind"}, "ok": failed is None,
-                      "runtime_oom": any(st["runtime_oom"] for st in stages),
-                      "server_died": any(st["server_died"] for st in stages),
-                      "stalled": any(st.get("stalled") for st in stages),
-                      # the long prompt's own before / peak stay at the top (what `fit` reads as growth with the prompt)
-                      "gpu_used_before_first_request": stages[0].get("gpu_used_before"),
-                      "gpu_used_peak_all": max((x for x in peaks if x is not None), default=None),
-                      "failed_stage": failed["kind"] if failed else None,
-                      "failed_why": (failed.get("error") or ("out of memory" if failed.get("runtime_oom") else
-                                                              "the server died" if failed.get("server_died") else
-                                                              "failed")) if failed else None,
-                      "stages": stages}
+        att.verify = self.verifier.prove(att.n, srv, long_tokens=min(o.prompt_tokens or limit, limit), limit=limit,
+                                         first_request=o.first_request, turn_tokens=o.turn_tokens,
+                                         max_turns=o.max_turns, multi_turn_seconds=o.multi_turn_seconds)
         return bool(att.verify["ok"])
+
 
 def _detail(f: LogFacts) -> str:
     bits = []

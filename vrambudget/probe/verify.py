@@ -105,6 +105,40 @@ class Verifier:
                     f"({v['seconds']:.0f} s)")
         return {"kind": kind, "max_tokens": max_tokens, **v}
 
+    def prove(self, n: int, srv: ServerProcess, *, long_tokens: int, limit: int, first_request: tuple[int, int],
+              turn_tokens: int, max_turns: int, multi_turn_seconds: float) -> dict[str, Any]:
+        """Prove a started server serves, in stages, stopping at the first that fails: the first request (a short
+        prompt and its generated tokens, as a user's benchmark sends it), one long prompt of `long_tokens`, a short
+        request after it, then (with `turn_tokens`) a multi-turn session whose context grows by `turn_tokens` a turn
+        up to `limit`, as an agent's does. A runtime OOM or a dead server fails it. The result keeps the long
+        prompt's own figures at the top (what `fit` reads as growth with the prompt), names the stage that failed
+        and why, and lists every stage."""
+        short, gen = first_request
+        plan = [("first_request", short, gen, 1), ("long_prompt", long_tokens, 16, 0), ("after", short, gen, 2)]
+        stages: list[dict[str, Any]] = []
+        for kind, tokens, max_tokens, seed in plan:
+            stages.append(self.stage(n, kind, srv, tokens, max_tokens, seed))
+            if not stages[-1]["ok"]:
+                break
+        if stages[-1]["ok"] and turn_tokens:
+            stages.append(self.multi_turn(n, srv, step=turn_tokens, limit=limit, max_turns=max_turns,
+                                          seconds=multi_turn_seconds))
+        failed = next((st for st in stages if not st["ok"]), None)
+        peaks = [st.get("gpu_used_peak") for st in stages] + [t.get("gpu_used_peak") for st in stages
+                                                                for t in st.get("turns", [])]
+        long_stage = next((st for st in stages if st["kind"] == "long_prompt"), stages[0])
+        why = None
+        if failed:
+            why = failed.get("error") or ("out of memory" if failed.get("runtime_oom") else
+                                          "the server died" if failed.get("server_died") else "failed")
+        return {**{k: v for k, v in long_stage.items() if k != "kind"}, "ok": failed is None,
+                "runtime_oom": any(st["runtime_oom"] for st in stages),
+                "server_died": any(st["server_died"] for st in stages),
+                "stalled": any(st.get("stalled") for st in stages),
+                "gpu_used_before_first_request": stages[0].get("gpu_used_before"),
+                "gpu_used_peak_all": max((x for x in peaks if x is not None), default=None),
+                "failed_stage": failed["kind"] if failed else None, "failed_why": why, "stages": stages}
+
     def multi_turn(self, n: int, srv: ServerProcess, *, step: int, limit: int, max_turns: int,
                    seconds: float) -> dict[str, Any]:
         """A conversation that grows by `step` new tokens a turn (the earlier turns are its prefix) until it
