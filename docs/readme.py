@@ -62,6 +62,9 @@ def run(args: str) -> str:
             vllm_rules.installed_vllm = saved_installed
             os.chdir(saved_cwd)
     text = (out.getvalue() + err.getvalue()).replace(home, "~/.local/share/vrambudget")
+    if "error: vrambudget failed" in text:  # not the README's to show: this environment cannot run it
+        raise SystemExit(f"docs/readme.py: `vrambudget {args}` fails here ({text.strip()[:200]}); run it where "
+                         "vrambudget is installed (pip install '.[test]')")
     return text.rstrip("\n") + "\n"
 
 
