@@ -367,3 +367,31 @@ def test_a_bug_is_one_line_and_exit_3_with_the_traceback_on_request(capsys, monk
     monkeypatch.setenv("VRAMBUDGET_DEBUG", "1")
     with pytest.raises(ZeroDivisionError):
         run(["predict"], capsys)
+
+
+PARTIAL = sorted((FIX / "public-logs").glob("*.log"))
+
+
+def _cuts():
+    """A real startup log cut at every tenth of its lines (as a paste into an issue cuts it)."""
+    lines = LOG.read_text().splitlines(True)
+    return [(f"cut-{k}0pct", "".join(lines[:len(lines) * k // 10])) for k in range(1, 10)]
+
+
+@pytest.mark.parametrize("name,text", [(p.name, p.read_text()) for p in PARTIAL] + _cuts(),
+                         ids=[p.name for p in PARTIAL] + [n for n, _ in _cuts()])
+def test_a_cut_or_partial_log_is_explained_with_what_it_lacks(name, text, tmp_path, capsys):
+    """issue 22: `explain` on a cut or odd log says what it still states and which lines are missing; never a
+    traceback. A cut too early to hold any vLLM line is bad input (one line, exit 2)."""
+    (tmp_path / name).write_text(text)
+    code, out, err = run(["explain", str(tmp_path / name)], capsys)
+    assert "Traceback" not in out + err
+    if code == 2:
+        assert "has no vLLM startup lines" in err and err.count("\n") == 1
+        return
+    assert code == 0 and err == "", err
+    if "a partial vLLM log" in out:
+        first = out.splitlines()[0]
+        assert "no prediction to compare: " in first and ("missing: " in out or "it states" in out)
+    else:
+        assert "logged GiB" in out  # the full comparison

@@ -174,6 +174,46 @@ def explain_json(cmp: Comparison) -> dict:
             "facts": cmp.facts.to_dict()}
 
 
+# the lines a full explanation reads: (LogFacts field, the line as vLLM prints it, what it gives)
+KEY_LINES = (
+    ("vllm_version", "the version line ('vLLM API server version' / 'Initializing a V1 LLM engine (vX)')",
+     "which vLLM's rules apply"),
+    ("args", "'non-default args'", "the flags: model, GMU, KV dtype, max_model_len, eager, TP, speculative config"),
+    ("total_gib", "'Free memory on device (A/B GiB)' or the worker memory snapshot (DEBUG level)",
+     "the GPU's total memory (or pass --gpu)"),
+    ("weights_gib", "'Model loading took'", "the weights vLLM loaded"),
+    ("activation_gib", "'Memory profiling takes' (DEBUG level)", "the profiled peak and non-torch memory"),
+    ("available_kv_gib", "'Available KV cache memory'", "the KV cache memory"),
+    ("kv_cache_tokens", "'GPU KV cache size'", "the KV plan's token count"),
+)
+
+
+def stated(facts: LogFacts) -> dict[str, object]:
+    """The figures a log states, by name (what a cut log can still tell)."""
+    out: dict[str, object] = {}
+    for name in ("vllm_version", "total_gib", "free_at_start_gib", "weights_gib", "activation_gib", "non_torch_gib",
+                 "cudagraph_estimate_gib", "available_kv_gib", "block_size", "kv_cache_tokens", "concurrency",
+                 "concurrency_len", "max_model_len", "estimated_max_model_len", "needed_kv_gib"):
+        v = getattr(facts, name)
+        if v is not None:
+            out[name] = v
+    for k in ("model", "gpu_memory_utilization", "kv_cache_dtype", "max_model_len", "tensor_parallel_size",
+              "enforce_eager", "speculative_config", "max_num_seqs", "max_num_batched_tokens"):
+        if k in facts.args:
+            out[f"args.{k}"] = facts.args[k]
+    return out
+
+
+def missing_lines(facts: LogFacts) -> list[tuple[str, str]]:
+    """(line, what it gives) for each key line the log lacks."""
+    return [(line, gives) for name, line, gives in KEY_LINES if not getattr(facts, name)]
+
+
+def partial_json(facts: LogFacts, why: str) -> dict:
+    return {"partial": True, "outcome": facts.outcome, "no_prediction": why, "stated": stated(facts),
+            "missing": [{"line": line, "gives": gives} for line, gives in missing_lines(facts)]}
+
+
 def deployment_from_record(rec: dict) -> Deployment:
     """The deployment a probe record describes (its model falls back to a bundled profile by name)."""
     i = rec["inputs"]

@@ -31,14 +31,23 @@ def explain(log: Annotated[str, typer.Argument(help="A vLLM startup log (a file,
     its outcome means."""
 
     def go() -> None:
-        from ..explain import compare, deployment_from_log, explain_json
+        from ..errors import UserError
+        from ..explain import compare, deployment_from_log, explain_json, partial_json
         from ..hardware.catalog import lookup
         from ..logparse import parse_log, require_vllm
-        from ..output.render import explain_text
+        from ..output.render import explain_text, partial_explain_text
 
         text = sys.stdin.read() if log == "-" else read_text(Path(log))
         facts = require_vllm(parse_log(text), "stdin" if log == "-" else log)
-        d = deployment_from_log(facts, model, lookup(gpu) if gpu else None, drafter)
+        card = lookup(gpu) if gpu else None
+        try:
+            d = deployment_from_log(facts, model, card, drafter)
+        except UserError as e:
+            if model or gpu or drafter:  # what the user gave is wrong: theirs to fix
+                raise
+            j = partial_json(facts, str(e))  # the log lacks it: say what it still states
+            emit_json(j) if json_out else echo(partial_explain_text(log, j))
+            return
         cmp = compare(facts, d)
         emit_json(explain_json(cmp)) if json_out else echo(explain_text(log, cmp))
 

@@ -315,6 +315,22 @@ def explain_text(name: str, cmp: Any) -> str:
     return f"{head}\n{table}\n{facts.outcome.upper()}: {meaning(cmp)}"
 
 
+def partial_explain_text(name: str, j: dict[str, Any]) -> str:
+    """`explain` on a cut or partial log: what it states, the lines it lacks and why no prediction is compared."""
+    def show(v: Any) -> str:
+        return f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else str(v)
+
+    rows = [[k, show(v)] for k, v in j["stated"].items()]
+    out = [f"{name}: a partial vLLM log ({j['outcome']}); no prediction to compare: {j['no_prediction']}",
+           tabulate(rows, headers=["it states", "value"], tablefmt="simple", disable_numparse=True) if rows else
+           "it states no figure"]
+    if j["missing"]:
+        out.append("missing: " + "; ".join(f"{m['line']} ({m['gives']})" for m in j["missing"]))
+    out.append("Give what is missing (--model for the checkpoint, --gpu for the card) to compare its budget with "
+               "predict's.")
+    return "\n".join(out)
+
+
 def probe_summary_text(s: dict[str, Any]) -> str:
     """`probe`: every startup in a table, then the ceiling (or smallest GMU) it found."""
     rows = [[a["n"], f"{a['gmu']:.2f}", f"{a['max_model_len']:,}", a["outcome"], f"{a['seconds']:.0f}",
