@@ -150,27 +150,54 @@ def _local(path: Path) -> ModelSource:
     return ModelSource(arch_from_config(cfg, path.name), "local", str(path), f"local folder {path}", tuple(tensors))
 
 
+def _hub_reachable(timeout: float = 3.0) -> bool:
+    """Whether huggingface.co answers a TCP connection within `timeout` s (huggingface_hub itself retries a dead
+    network for ~25 s, printing each retry)."""
+    import socket
+    from urllib.parse import urlparse
+
+    host = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    try:
+        socket.create_connection((host.hostname or "huggingface.co", host.port or 443), timeout=timeout).close()
+        return True
+    except OSError:
+        return False
+
+
 def _hub(repo_id: str) -> ModelSource:
     try:
+        import logging
+
         from huggingface_hub import get_safetensors_metadata, hf_hub_download
         from huggingface_hub.utils import HfHubHTTPError, LocalEntryNotFoundError
     except ImportError:
         raise UserError("reading a Hugging Face id needs huggingface_hub (pip install huggingface_hub)") from None
+    logging.getLogger("huggingface_hub").setLevel(logging.ERROR)  # its retries would print over our one line
     names = ", ".join(bundled_models())
-    try:
-        cfg_file = hf_hub_download(repo_id, "config.json")
-    except LocalEntryNotFoundError:
+    cfg_file = None
+    try:  # the local cache first: a model used before needs no network
+        cfg_file = hf_hub_download(repo_id, "config.json", local_files_only=True)
+    except Exception:  # not cached (or an invalid id, which the online call below names)
+        pass
+    online = cfg_file is None and not os.environ.get("HF_HUB_OFFLINE") and _hub_reachable()
+    if cfg_file is None and not online:
         raise UserError(f"cannot reach the Hugging Face Hub for {repo_id!r} (offline?) and it is not in the local "
-                        f"cache; use a bundled model ({names}) or a local folder") from None
-    except HfHubHTTPError as e:
-        raise UserError(f"Hugging Face Hub refused {repo_id!r}: {str(e).splitlines()[0]}; bundled: {names}") from None
-    except Exception as e:  # network stacks raise many types; all mean "could not fetch"
-        raise UserError(f"could not fetch config.json of {repo_id!r} ({type(e).__name__}); bundled: {names}") from None
+                        f"cache; use a bundled model ({names}) or a local folder")
+    if cfg_file is None:
+        try:
+            cfg_file = hf_hub_download(repo_id, "config.json")
+        except LocalEntryNotFoundError:
+            raise UserError(f"cannot reach the Hugging Face Hub for {repo_id!r} (offline?) and it is not in the "
+                            f"local cache; use a bundled model ({names}) or a local folder") from None
+        except HfHubHTTPError as e:
+            raise UserError(f"Hugging Face Hub refused {repo_id!r}: {str(e).splitlines()[0]}; bundled: {names}") from None
+        except Exception as e:  # network stacks raise many types; all mean "could not fetch"
+            raise UserError(f"could not fetch config.json of {repo_id!r} ({type(e).__name__}); bundled: {names}") from None
     cfg = read_json(Path(cfg_file))
     tensors: list[TensorInfo] = []
     try:
-        meta = get_safetensors_metadata(repo_id)
-        for fm in meta.files_metadata.values():
+        meta = get_safetensors_metadata(repo_id) if online else None
+        for fm in (meta.files_metadata.values() if meta else ()):
             for name, t in fm.tensors.items():
                 numel = 1
                 for d in t.shape:
