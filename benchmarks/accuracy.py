@@ -68,6 +68,9 @@ def group(f, d) -> str:
     return f"vLLM {f.vllm_version or d.rules.version} | {d.gpu.name}"
 
 
+COMPLETE: list[dict] = []  # one per complete public log (sources.json "complete"), filled by public_rows
+
+
 def public_rows(by_gpu: dict[str, dict]) -> list[list[str]]:
     """Logs other people published (tests/fixtures/public-logs): every figure that can be checked (the card's
     total, weights where the checkpoint is a bundled profile, the KV plan from the logged available memory), and
@@ -88,15 +91,49 @@ def public_rows(by_gpu: dict[str, dict]) -> list[list[str]]:
         if c["estimate"] is not None:
             g["estimates"].append(abs(c["estimate"]))
         g["unknown"].update(src["unknown_terms"])
+        if src.get("complete"):
+            COMPLETE.append({"log": name, "gpu": c["gpu"], "vllm": src.get("vllm"), "estimate": c["estimate"],
+                             "plan": c["plan"], "missing": None if c["estimate"] is not None else src["unknown_terms"][0]})
     return rows
+
+
+def complete_summary() -> list[str]:
+    """The complete public logs per GPU kind: how many, how many predicted (with the terms not measured there
+    estimated), the median and worst |available KV error|, the KV plans reproduced; and the headline."""
+    kinds: dict[str, list[dict]] = defaultdict(list)
+    for c in COMPLETE:
+        kinds[c["gpu"]].append(c)
+    rows = []
+    for kind, cs in sorted(kinds.items()):
+        est = [abs(c["estimate"]) for c in cs if c["estimate"] is not None]
+        plans = [c["plan"] for c in cs if c["plan"] is not None]
+        rows.append([kind, len(cs), len(est), f"{statistics.median(est):.2f}" if est else "-",
+                     f"{max(est):.2f}" if est else "-", f"{sum(plans)}/{len(plans)}"])
+    est = [abs(c["estimate"]) for c in COMPLETE if c["estimate"] is not None]
+    named = [k for k in kinds if not k.startswith("unnamed")]
+    head = (f"complete public logs: {len(COMPLETE)} on {len(named)} named GPU kinds; available KV predicted on "
+            f"{len(est)}" + (f", median |error| {statistics.median(est):.2f} GiB, worst {max(est):.2f}" if est else "")
+            + " (leave-one-out: nothing is fitted on them); every other names its missing piece above")
+    return [tabulate(rows, headers=["GPU kind", "complete logs", "predicted", "median |error| GiB", "worst",
+                                    "KV plan reproduced"], tablefmt="simple", disable_numparse=True), head]
 
 
 def check_public(path: Path, src: dict) -> dict:
     """The checks one public log allows: (term, logged, predicted, verdict) rows, |errors| in GiB, plan verdict."""
-    f = parse_log(path.read_text())
+    f = parse_log(path.read_text(errors="replace"))
     f.args = {**src.get("args", {}), **f.args}
     f.max_model_len = f.max_model_len or f.args.get("max_model_len")
-    gpu = gpus.lookup(src["gpu"])
+    try:
+        gpu = gpus.lookup(src["gpu"]) if src.get("gpu") else None
+    except UserError:  # named, but not in the catalog (its total not in hand): only what the log states is checked
+        gpu = None
+    if gpu is None:
+        label = f"NVIDIA {src['gpu'].upper()}" if src.get("gpu") else f"unnamed ({f.total_gib or '?'} GiB)"
+        return {"rows": [["GPU", "", "not in the catalog", "; ".join(src["unknown_terms"])]], "errors": [],
+                "plan": None, "gpu": label, "estimate": None}
+    model = src.get("model")
+    if model and model.startswith("tests/"):
+        model = str(ROOT / model)
     rows, errors, plan = [], [], None
     if f.total_gib is not None:
         err = gpu.total_bytes / GiB - f.total_gib
@@ -104,9 +141,9 @@ def check_public(path: Path, src: dict) -> dict:
         rows.append(["GPU total (CUDA)", f"{f.total_gib:.2f}", f"{gpu.total_bytes / GiB:.2f}", f"{err:+.2f}"])
     d, estimate = None, None
     needs_plan = not src.get("plan_unknown") and f.available_kv_gib is not None
-    if src.get("model") and (needs_plan or src.get("weights_checked") or src.get("predict")):
+    if model and (needs_plan or src.get("weights_checked") or src.get("predict")):
         f.vllm_version = src.get("plan_rules") or f.vllm_version
-        d = deployment_from_log(f, src["model"], gpu, drafter=src.get("drafter"))
+        d = deployment_from_log(f, model, gpu, drafter=src.get("drafter"))
     needs_budget = d is not None and (src.get("weights_checked") or src.get("predict"))
     b = predict(d, coeffs.load(d.rules.version, gpu.key, d.model.ref)).budget if needs_budget else None
     if b is not None and src.get("weights_checked") and f.weights_gib is not None:
@@ -132,6 +169,8 @@ def check_public(path: Path, src: dict) -> dict:
     if b is not None and src.get("predict") and f.available_kv_gib is not None:
         # every flag and the checkpoint known: predicted, with the terms not measured there estimated (named)
         pred = b.available_kv_bytes / GiB
+        if src.get("weights") == "log" and f.weights_gib is not None:  # the weights term as the log reports it
+            pred += (b.weights_bytes + b.mtp_weights_bytes) / GiB - f.weights_gib
         estimate = pred - f.available_kv_gib
         rows.append(["available KV cache (estimate)", logged, f"{pred:.2f}",
                      f"{estimate:+.2f}; estimated: " + "; ".join(src["unknown_terms"])])
@@ -254,6 +293,9 @@ def main(argv: list[str]) -> int:
                    headers=["GPU kind", "logs", "median |error| of checked terms GiB (n)", "KV plan reproduced",
                             "available KV, estimated terms: worst |error| GiB (n)"],
                    tablefmt="simple", disable_numparse=True))
+    print("\ncomplete public logs (sources.json 'complete': the log states its version, flags, weights and KV memory; "
+          "the GPU from the log or its repository)")
+    print("\n".join(complete_summary()))
     print(f"public logs: {sum(g['logs'] for g in public)} on {len(kinds)} GPU kinds; KV plans reproduced "
           f"{sum(sum(g['plans']) for g in public)}/{sum(len(g['plans']) for g in public)} where the log allows the check")
     print("(KV plan exact: vLLM's tokens and length from the logged available memory, or from a whole number of blocks\n"

@@ -30,10 +30,50 @@ def facts(name: str):
 
 
 def test_corpus_spans_four_non_hopper_kinds_with_sources():
-    kinds = {gpus.lookup(s["gpu"]).key for s in SOURCES.values()}
-    assert len(SOURCES) >= 15 and len(kinds - {"h100", "h200"}) >= 4
+    partial = {k: s for k, s in SOURCES.items() if s.get("partial")}
+    kinds = {gpus.lookup(s["gpu"]).key for s in partial.values()}
+    assert len(partial) >= 15 and len(kinds - {"h100", "h200"}) >= 4
     for name, s in SOURCES.items():
         assert (PUBLIC / name).is_file() and s["source"].startswith("https://github.com/") and s["unknown_terms"]
+        assert s.get("partial") != s.get("complete")  # one or the other
+
+
+COMPLETE = {k: s for k, s in SOURCES.items() if s.get("complete")}
+
+
+def test_complete_logs_state_what_a_prediction_needs_and_where_they_come_from():
+    """issue 22: a complete log states its vLLM version, its flags, the weights and the KV memory (or vLLM's refusal
+    with its estimate) itself; it is kept verbatim from a repository snapshot named by its commit, with the evidence
+    for its GPU. The corpus as it stands: 30 complete logs, 10 named GPU kinds (3 consumer, 4 non-Hopper datacenter)."""
+    from vrambudget.hardware.catalog import catalog
+
+    for name, s in COMPLETE.items():
+        f = parse_log((PUBLIC / name).read_text(errors="replace"))
+        assert f.vllm_version and f.args and f.weights_gib is not None, name
+        assert f.available_kv_gib is not None and (f.kv_cache_tokens or f.estimated_max_model_len), name
+        assert "/blob/" in s["source"] and len(s["source"].split("/blob/")[1].split("/")[0]) == 40, name
+        assert s["gpu_evidence"] and s["kept"], name
+    named = {s["gpu"] for s in COMPLETE.values() if s["gpu"]}
+    assert len(COMPLETE) == 30 and len(named) == 10
+    assert {"rtx3090", "rtx4080", "rtx-a5000"} <= named and {"a100-40gb", "a100-80gb", "l4", "l40s", "t4"} <= named
+    assert named - {"gb10"} <= set(catalog())  # every named card but the GB10 (its unified total not in hand)
+
+
+def test_complete_logs_kv_plans_reproduce_vllms_tokens():
+    """Where the checkpoint's config is in hand, vLLM's 'GPU KV cache size' follows from the logged memory."""
+    checked = 0
+    for name, s in COMPLETE.items():
+        if not s.get("model") or s.get("plan_unknown"):
+            continue
+        f = parse_log((PUBLIC / name).read_text(errors="replace"))
+        f.vllm_version = s.get("plan_rules") or f.vllm_version
+        model = str(PUBLIC.parent.parent.parent / s["model"]) if s["model"].startswith("tests/") else s["model"]
+        d = deployment_from_log(f, model, gpus.lookup(s["gpu"]))
+        lay = layout_for(d)
+        band = rounding_band_blocks(lay, f.available_kv_gib)
+        assert f.kv_cache_tokens // lay.block_size in band, name  # whole blocks of the logged (rounded) GiB
+        checked += 1
+    assert checked == 9
 
 
 @pytest.mark.parametrize("name,tokens,concurrency", [

@@ -163,7 +163,12 @@ def meaning(cmp: Comparison) -> str:
             text += f", GPU KV cache {f.kv_cache_tokens:,} tokens"
         if f.concurrency is not None:
             text += f" ({f.concurrency:.2f}x concurrency)"
-        return text + f"; predicted ceiling at GMU {d.gmu:.2f}: {p.ceiling:,}"
+        text += f"; predicted ceiling at GMU {d.gmu:.2f}: {p.ceiling:,}"
+        from .logparse import unmodelled_args
+
+        left_out = unmodelled_args(f.args)
+        return text + (f" (the prediction leaves out what it does not model: {'; '.join(left_out)})" if left_out
+                       else "")
     return "the log ends before vLLM finished starting (cut off, or still running)"
 
 

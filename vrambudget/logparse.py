@@ -18,6 +18,43 @@ def _f(s: str) -> float:
 
 
 ENUM_REPR = re.compile(r"<[\w.]+: ([^<>]+)>")  # how vLLM prints an enum value in its args: <Name.MEMBER: value>
+# an object's repr in the args, e.g. LoRAModulePath(name='x', path='/y') or PoolerConfig(...): one level of nesting
+OBJECT_REPR = re.compile(r"\b[A-Z]\w*\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)")
+
+
+# vLLM flags that change what a startup allocates and that the memory model does not count: a log that sets one is
+# explained with it named (its prediction leaves that memory out)
+UNMODELLED_ARGS = {
+    "enable_lora": "LoRA adapters (vLLM keeps max_loras x max_lora_rank buffers per layer)",
+    "cpu_offload_gb": "CPU weight offload",
+    "kv_transfer_config": "a KV transfer connector",
+    "enable_sleep_mode": "sleep mode (CuMem allocator)",
+    "runner": "a pooling (embedding) runner",
+    "convert": "a converted (pooling) model",
+}
+
+
+def unmodelled_args(args: dict[str, Any]) -> list[str]:
+    """What a log's flags set that the memory model does not count (UNMODELLED_ARGS), as words."""
+    out = []
+    for k, why in UNMODELLED_ARGS.items():
+        v = args.get(k)
+        if v not in (None, False, "False", 0, "0", "generate", "auto", "none"):
+            out.append(f"{k}: {why}")
+    return out
+
+
+def literal_args(text: str) -> dict[str, Any]:
+    """vLLM's non-default args (a Python dict repr): enum values kept as their values, objects such as LoRA module
+    paths kept as their repr strings; {} where it cannot be read."""
+    text = ENUM_REPR.sub(r"\1", text)
+    for attempt in (text, OBJECT_REPR.sub(lambda m: repr(m.group(0)), text)):
+        try:
+            value = ast.literal_eval(attempt)
+            return value if isinstance(value, dict) else {}
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            continue
+    return {}
 
 PATTERNS: dict[str, re.Pattern[str]] = {
     "vllm_version": re.compile(r"Initializing a V1 LLM engine \(v([0-9][^)]*)\)"),
@@ -160,10 +197,7 @@ def parse_log(text: str) -> LogFacts:
                 f.vllm_version = g[0]
             elif key == "args" and not args_seen:
                 args_seen = True
-                try:  # enum values print as <Name.MEMBER: value>: keep the value
-                    f.args = {**f.args, **ast.literal_eval(ENUM_REPR.sub(r"\1", g[0]))}
-                except (ValueError, SyntaxError):
-                    pass
+                f.args = {**f.args, **literal_args(g[0])}
             elif key == "chunked_prefill":  # the effective value, also where the args leave vLLM's default
                 f.args.setdefault("max_num_batched_tokens", int(g[0]))
             elif key == "snapshot":
