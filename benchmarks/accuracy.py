@@ -68,13 +68,11 @@ def group(f, d) -> str:
     return f"vLLM {f.vllm_version or d.rules.version} | {d.gpu.name}"
 
 
-COMPLETE: list[dict] = []  # one per complete public log (sources.json "complete"), filled by public_rows
-
-
-def public_rows(by_gpu: dict[str, dict]) -> list[list[str]]:
+def public_rows(by_gpu: dict[str, dict], complete: list[dict]) -> list[list[str]]:
     """Logs other people published (tests/fixtures/public-logs): every figure that can be checked (the card's
     total, weights where the checkpoint is a bundled profile, the KV plan from the logged available memory), and
-    the terms this tool cannot predict for them, named instead of guessed (sources.json)."""
+    the terms this tool cannot predict for them, named instead of guessed (sources.json). Each complete log is also
+    added to `complete` (its GPU kind, estimate and plan verdict, or the piece it misses)."""
     pub = ROOT / "tests" / "fixtures" / "public-logs"
     srcs = {k: v for k, v in json.loads((pub / "sources.json").read_text()).items() if not k.startswith("_")}
     rows = []
@@ -92,16 +90,16 @@ def public_rows(by_gpu: dict[str, dict]) -> list[list[str]]:
             g["estimates"].append(abs(c["estimate"]))
         g["unknown"].update(src["unknown_terms"])
         if src.get("complete"):
-            COMPLETE.append({"log": name, "gpu": c["gpu"], "vllm": src.get("vllm"), "estimate": c["estimate"],
+            complete.append({"log": name, "gpu": c["gpu"], "vllm": src.get("vllm"), "estimate": c["estimate"],
                              "plan": c["plan"], "missing": None if c["estimate"] is not None else src["unknown_terms"][0]})
     return rows
 
 
-def complete_summary() -> list[str]:
+def complete_summary(complete: list[dict]) -> list[str]:
     """The complete public logs per GPU kind: how many, how many predicted (with the terms not measured there
     estimated), the median and worst |available KV error|, the KV plans reproduced; and the headline."""
     kinds: dict[str, list[dict]] = defaultdict(list)
-    for c in COMPLETE:
+    for c in complete:
         kinds[c["gpu"]].append(c)
     rows = []
     for kind, cs in sorted(kinds.items()):
@@ -109,9 +107,9 @@ def complete_summary() -> list[str]:
         plans = [c["plan"] for c in cs if c["plan"] is not None]
         rows.append([kind, len(cs), len(est), f"{statistics.median(est):.2f}" if est else "-",
                      f"{max(est):.2f}" if est else "-", f"{sum(plans)}/{len(plans)}"])
-    est = [abs(c["estimate"]) for c in COMPLETE if c["estimate"] is not None]
+    est = [abs(c["estimate"]) for c in complete if c["estimate"] is not None]
     named = [k for k in kinds if not k.startswith("unnamed")]
-    head = (f"complete public logs: {len(COMPLETE)} on {len(named)} named GPU kinds; available KV predicted on "
+    head = (f"complete public logs: {len(complete)} on {len(named)} named GPU kinds; available KV predicted on "
             f"{len(est)}" + (f", median |error| {statistics.median(est):.2f} GiB, worst {max(est):.2f}" if est else "")
             + " (leave-one-out: nothing is fitted on them); every other names its missing piece above")
     return [tabulate(rows, headers=["GPU kind", "complete logs", "predicted", "median |error| GiB", "worst",
@@ -213,6 +211,7 @@ def main(argv: list[str]) -> int:
     by_gpu: dict[str, dict] = defaultdict(lambda: {"logs": 0, "errors": [], "plans": [], "unknown": set(),
                                                    "checked": [], "estimates": [], "ceilings": []})
     per_log: list[dict] = []
+    complete: list[dict] = []  # the complete public logs (sources.json "complete"), as public_rows checks them
     for path in logs:
         name = f"{path.parent.name}/{path.stem}"[-48:]
         try:
@@ -255,7 +254,7 @@ def main(argv: list[str]) -> int:
                      f"{lay.block_size} / {plan.kv_cache_tokens:,} / {min(plan.ceiling, d.max_model_len):,}",
                      "exact" if exact else "within the logged rounding" if rounding else "DIFFERS"])
     if not paths:
-        rows += public_rows(by_gpu)
+        rows += public_rows(by_gpu, complete)
     if as_json:
         print(json.dumps({"logs": per_log, "groups": summary_rows(by_gpu), "worst_abs_error_gib": round(worst, 4),
                           "target_gib": 0.15}, indent=2))
@@ -295,7 +294,7 @@ def main(argv: list[str]) -> int:
                    tablefmt="simple", disable_numparse=True))
     print("\ncomplete public logs (sources.json 'complete': the log states its version, flags, weights and KV memory; "
           "the GPU from the log or its repository)")
-    print("\n".join(complete_summary()))
+    print("\n".join(complete_summary(complete)))
     print(f"public logs: {sum(g['logs'] for g in public)} on {len(kinds)} GPU kinds; KV plans reproduced "
           f"{sum(sum(g['plans']) for g in public)}/{sum(len(g['plans']) for g in public)} where the log allows the check")
     print("(KV plan exact: vLLM's tokens and length from the logged available memory, or from a whole number of blocks\n"

@@ -8,7 +8,6 @@ import sys
 from typing import Any, Callable
 
 from ..errors import UserError
-from ..profiles import read_text  # noqa: F401 (commands read their files through it)
 
 EXIT_USAGE = 2  # bad input (a flag, a file, an environment value): a one-line error on stderr
 EXIT_NO = 1  # the answer is no (nothing starts, nothing serves, a probe stopped)

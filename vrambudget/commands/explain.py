@@ -8,7 +8,8 @@ from typing import Annotated
 
 import typer
 
-from .common import echo, emit_json, read_text, run_safely
+from ..profiles import read_text
+from .common import echo, emit_json, run_safely
 from .options import JSON, OPTIONS
 
 

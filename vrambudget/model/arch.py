@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import UserError
+from ..units import DTYPE_BYTES
 
 FULL = "full_attention"
 LINEAR = "linear_attention"  # GatedDeltaNet (GDN)
@@ -269,8 +270,6 @@ def arch_from_config(cfg: dict[str, Any], name: str = "model") -> ModelArch:
         )
     dtype = str(text.get("dtype") or text.get("torch_dtype") or cfg.get("torch_dtype")
                 or cfg.get("dtype") or "bfloat16").replace("torch.", "")
-    from ..units import DTYPE_BYTES
-
     if dtype.lower() not in DTYPE_BYTES:
         raise UserError(f"config.json of {name}: dtype {dtype!r} is not one vrambudget knows "
                         f"({', '.join(sorted(DTYPE_BYTES))}); the file is damaged or from an unmodelled format")
