@@ -23,14 +23,18 @@ import time
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def wall(cmd: list[str], n: int = 11) -> float:
+N = 21  # runs per command: a shared 2-core VM has bursts of other load, so the median of many and the best are given
+
+
+def wall(cmd: list[str], n: int = N) -> tuple[float, float]:
+    """(median, best) seconds of `n` runs of `cmd`, after one warm-up run."""
     subprocess.run(cmd, check=False, capture_output=True, env=ENV)
     times = []
     for _ in range(n):
         t = time.perf_counter()
         subprocess.run(cmd, check=False, capture_output=True, env=ENV)
         times.append(time.perf_counter() - t)
-    return statistics.median(times)
+    return statistics.median(times), min(times)
 
 
 def user_install() -> str:
@@ -64,10 +68,10 @@ def main() -> int:
     t = time.perf_counter()
     ceiling_table(d, c, [round(0.75 + i / 100, 2) for i in range(25)])
     inproc = time.perf_counter() - t
-    print(f"predict end to end (median of 11): {predict_s:.3f} s  (goal <= 0.2 s)")
-    print(f"100-cell table end to end:        {table_s:.3f} s  (goal <= 0.3 s)")
+    print(f"predict end to end, median of {N}: {predict_s[0]:.3f} s (best {predict_s[1]:.3f})  (goal <= 0.2 s)")
+    print(f"100-cell table end to end:        {table_s[0]:.3f} s (best {table_s[1]:.3f})  (goal <= 0.3 s)")
     print(f"100-cell table in process:        {inproc:.3f} s")
-    return 0 if predict_s <= 0.2 and table_s <= 0.3 else 1
+    return 0 if predict_s[0] <= 0.2 and table_s[0] <= 0.3 else 1
 
 
 if __name__ == "__main__":
