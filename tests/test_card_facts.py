@@ -138,3 +138,23 @@ def test_5090_total_is_the_one_vllm_logged():
     """club-3090 issue #1087 (2x RTX 5090): "Free memory on device (30.27/31.4 GiB) on startup"."""
     g = gpus.lookup("rtx5090")
     assert round(g.total_bytes / GiB, 2) == 31.4 and "issues/1087" in g.source
+
+
+def test_a_simulation_needs_the_bigger_card_on_both_paths(monkeypatch):
+    """hardware.catalog.simulated holds the rule for predict --simulated-on and probe --simulate-gpu alike."""
+    import pytest
+
+    from vrambudget.errors import UserError
+    from vrambudget.probe import session
+
+    small, big = gpus.lookup("rtx4060ti"), gpus.lookup("h100")
+    assert gpus.simulated(small, big).total_bytes == small.total_bytes
+    with pytest.raises(UserError, match="--simulated-on: NVIDIA GeForce RTX 4060 Ti 16GB .* is not bigger than"):
+        gpus.simulated(big, small)
+    monkeypatch.setattr(gpus, "detect", lambda: small)
+    with pytest.raises(UserError, match="--simulate-gpu .* is not bigger than NVIDIA H100"):
+        session.simulation(big, None)
+    monkeypatch.setattr(gpus, "detect", lambda: big)
+    opts, runs = session.simulation(small, "15.56GiB")
+    assert runs.architecture == "hopper" and runs.total_bytes == small.total_bytes
+    assert opts["simulate_free_bytes"] == int(15.56 * 2**30) and opts["real_total_bytes"] == big.total_bytes

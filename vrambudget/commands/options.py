@@ -243,11 +243,7 @@ def build(o: DeploymentOptions):
     src = resolve_model(o.model)
     gpu = catalog.resolve(o.gpu, o.gpu_memory)
     if o.simulated_on:
-        host = catalog.lookup(o.simulated_on)
-        if host.total_bytes <= gpu.total_bytes:
-            raise UserError(f"--simulated-on {o.simulated_on}: {host.name} ({host.total_gib:.1f} GiB) is not bigger than "
-                            f"{gpu.name} ({gpu.total_gib:.1f} GiB); a simulation runs a smaller card on a bigger GPU")
-        gpu = catalog.simulated(gpu, host)
+        gpu = catalog.simulated(gpu, catalog.lookup(o.simulated_on), f"--simulated-on {o.simulated_on}")
     for flag, held in (("--other-gpu-usage", flags.other_gpu_bytes), ("--free-memory", flags.free_at_start_bytes)):
         if held and held >= gpu.total_bytes:
             raise UserError(f"{flag} {held / 2**30:.2f} GiB is not below {gpu.name}'s {gpu.total_gib:.2f} GiB; "

@@ -6,12 +6,8 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from ..errors import UserError
 from .common import EXIT_NO, Exit, echo, emit_json, run_safely
 from .options import DeploymentOptions, JSON, deployment_command
-
-FORMATS = ("shell", "systemd", "compose", "json")
-
 
 JsonOpt = JSON.typer_param()[0]
 
@@ -41,8 +37,7 @@ def plan(opts: DeploymentOptions,
         from ..predict import predict as run
         from ..units import parse_tokens
 
-        if fmt not in FORMATS:
-            raise UserError(f"--format {fmt!r}: use shell, systemd, compose or json")
+        sc.check_format(fmt)
         tokens = parse_tokens(target_context, "--target-context")
         d, c = opts.with_(mtp=0, max_model_len=str(tokens), compile_cache="warm").build()
         options = run_plan(d, c, tokens, mtp)

@@ -72,10 +72,8 @@ def probe(opts: DeploymentOptions,
         d, c = opts.with_(gpu=simulate_gpu or (None if opts.gpu_memory else opts.gpu)).build()
         sim_opts: dict = {}
         if sim:  # plan what runs: the card's memory on this GPU's chip, vLLM seeing the free memory the blocker leaves
-            from ..hardware.catalog import simulated
-
-            sim_opts, host = simulation(d.gpu, free_memory)
-            d = d.with_(gpu=simulated(d.gpu, host), free_at_start_bytes=sim_opts["simulate_free_bytes"])
+            sim_opts, runs = simulation(d.gpu, free_memory)
+            d = d.with_(gpu=runs, free_at_start_bytes=sim_opts["simulate_free_bytes"])
         rd = Path(runs_dir) if runs_dir else user_dir() / "runs" / time.strftime("%Y%m%d-%H%M%S")
         try:
             rd.mkdir(parents=True, exist_ok=True)

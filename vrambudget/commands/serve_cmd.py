@@ -38,8 +38,7 @@ def serve_cmd(opts: DeploymentOptions,
         from ..output import servecmd as sc
         from ..predict import predict as run
 
-        if fmt not in ("shell", "systemd", "compose", "json"):
-            raise UserError(f"--format {fmt!r}: use shell, systemd, compose or json")
+        sc.check_format(fmt)
         d, c = opts.build()
         p = run(d.with_(auto_fit=True), c)
         if d.max_model_len_given:

@@ -126,11 +126,15 @@ def _cores_per_sm(major: int, minor: int) -> int:
     return 64 if (major, minor) == (8, 0) else 128
 
 
-def simulated(card: GPU, host: GPU) -> GPU:
+def simulated(card: GPU, host: GPU, flag: str = "--simulated-on") -> GPU:
     """`card`'s memory on `host`'s chip (a `probe --simulate-gpu` run): the host's architecture, SMs and kernels decide
-    what vLLM does beyond the budget; its CUDA context is the host's."""
+    what vLLM does beyond the budget; its CUDA context is the host's. The host must be the bigger card (`flag` names
+    the option that asked, in the error)."""
     from dataclasses import replace
 
+    if host.total_bytes <= card.total_bytes:
+        raise UserError(f"{flag}: {host.name} ({host.total_gib:.1f} GiB) is not bigger than {card.name} "
+                        f"({card.total_gib:.1f} GiB); a simulation runs a smaller card on a bigger GPU")
     return replace(host, name=f"{card.name} (simulated on {host.name})", total_bytes=card.total_bytes,
                    source=card.source, free_bytes=None, used_bytes=0)
 

@@ -89,18 +89,27 @@ def image_version(rules_version: str) -> str:
     return {"0.19": "0.19.1", "0.20": "0.20.2", "0.26": "0.26.0", "0.33": "0.33.0"}.get(rules_version, rules_version)
 
 
+FORMATS = ("shell", "systemd", "compose", "json")
+
+
+def check_format(fmt: str) -> str:
+    """`fmt` if it is one of FORMATS, else the one-line error (commands check it before any work)."""
+    if fmt not in FORMATS:
+        raise UserError(f"--format {fmt!r}: use shell, systemd, compose or json")
+    return fmt
+
+
 def render(cmd: ServeCommand, fmt: str, description: str, rules_version: str, port: int,
            user: str | None = None) -> str:
     """The command as `fmt`: shell | systemd | compose | json."""
+    check_format(fmt)
     if fmt == "shell":
         return shell(cmd) + "\n"
     if fmt == "systemd":
         return systemd(cmd, description, user)
     if fmt == "compose":
         return compose(cmd, image_version(rules_version), port)
-    if fmt == "json":
-        return json.dumps(as_json(cmd), indent=2) + "\n"
-    raise UserError(f"--format {fmt!r}: use shell, systemd, compose or json")
+    return json.dumps(as_json(cmd), indent=2) + "\n"
 
 
 def shell(cmd: ServeCommand) -> str:

@@ -83,19 +83,17 @@ def model_arg(d: Deployment) -> str:
 
 
 def simulation(card, free_memory: str | None) -> tuple[dict[str, Any], Any]:
-    """ProbeOptions for measuring `card` (a catalog GPU) on the local, bigger GPU (read through NVML), and that GPU:
-    what runs is the card's memory on its chip (hardware.catalog.simulated)."""
-    from ..hardware.catalog import detect
+    """ProbeOptions for measuring `card` (a catalog GPU) on the local, bigger GPU (read through NVML), and what runs:
+    the card's memory on that GPU's chip (hardware.catalog.simulated)."""
+    from ..hardware.catalog import detect, simulated
     from ..hardware.facts import cuda_context
     from ..units import parse_size
 
     real = detect()
-    if real.total_bytes <= card.total_bytes:
-        raise UserError(f"--simulate-gpu needs a bigger GPU than {card.name} ({card.total_gib:.2f} GiB); "
-                        f"this one is {real.name} ({real.total_gib:.2f} GiB)")
+    runs = simulated(card, real, "--simulate-gpu (this machine's GPU)")
     free = parse_size(free_memory, "--free-memory") if free_memory else card.total_bytes - cuda_context(card).value
     return {"simulate_free_bytes": free, "real_total_bytes": real.total_bytes,
-            "real_context_bytes": cuda_context(real).value}, real
+            "real_context_bytes": cuda_context(real).value}, runs
 
 
 def simulated_gmu(card_total: int, gmu: float, real_total: int) -> str:
