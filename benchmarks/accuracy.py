@@ -91,7 +91,8 @@ def public_rows(by_gpu: dict[str, dict], complete: list[dict]) -> list[list[str]
         g["unknown"].update(src["unknown_terms"])
         if src.get("complete"):
             complete.append({"log": name, "gpu": c["gpu"], "vllm": src.get("vllm"), "estimate": c["estimate"],
-                             "plan": c["plan"], "missing": None if c["estimate"] is not None else src["unknown_terms"][0]})
+                             "plan": c["plan"], "missing": None if c["estimate"] is not None else src["unknown_terms"][0],
+                             "repeat_of": src.get("repeat_of")})
     return rows
 
 
@@ -109,9 +110,14 @@ def complete_summary(complete: list[dict]) -> list[str]:
                      f"{max(est):.2f}" if est else "-", f"{sum(plans)}/{len(plans)}"])
     est = [abs(c["estimate"]) for c in complete if c["estimate"] is not None]
     named = [k for k in kinds if not k.startswith("unnamed")]
+    distinct = [c for c in complete if not c["repeat_of"]]
+    est1 = [abs(c["estimate"]) for c in distinct if c["estimate"] is not None]
     head = (f"complete public logs: {len(complete)} on {len(named)} named GPU kinds; available KV predicted on "
             f"{len(est)}" + (f", median |error| {statistics.median(est):.2f} GiB, worst {max(est):.2f}" if est else "")
-            + " (leave-one-out: nothing is fitted on them); every other names its missing piece above")
+            + " (leave-one-out: nothing is fitted on them); every other names its missing piece above\n"
+            f"of them {len(distinct)} distinct configurations ({len(complete) - len(distinct)} logs are other boots of "
+            f"a configuration already counted, sources.json 'repeat_of'): predicted on {len(est1)}"
+            + (f", median |error| {statistics.median(est1):.2f} GiB" if est1 else ""))
     return [tabulate(rows, headers=["GPU kind", "complete logs", "predicted", "median |error| GiB", "worst",
                                     "KV plan reproduced"], tablefmt="simple", disable_numparse=True), head]
 

@@ -131,6 +131,8 @@ CASES = [
     Case("model-missing-folder", ["predict", "--model", "./no/such/folder"], ("'./no/such/folder'",)),
     Case("kv-dtype-unknown", ["predict", "--kv-cache-dtype", "fp4"], ("'fp4'", "fp8")),
     Case("kv-dtype-empty", ["predict", "--kv-cache-dtype", ""], ("--kv-cache-dtype",)),
+    Case("dtype-unknown", ["predict", "--dtype", "fp4"], ("--dtype 'fp4'", "bfloat16")),
+    Case("dtype-bf16-on-a-t4", ["predict", "--gpu", "t4", "--dtype", "bfloat16"], ("compute capability 8.0", "half")),
     Case("compile-cache-unknown", ["predict", "--compile-cache", "lukewarm"], ("'lukewarm'", "warm")),
     Case("version-word", ["predict", "--vllm-version", "latest"], ("'latest'", "0.20.2")),
     Case("version-too-old", ["predict", "--vllm-version", "0.1.0"], ("0.1.0", "oldest")),

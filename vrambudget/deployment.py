@@ -42,6 +42,7 @@ class Flags:
 
     gpu_memory_utilization: float | None = None
     kv_cache_dtype: str = "auto"
+    dtype: str = "auto"  # vLLM's --dtype: the weights' and activations' dtype (auto: the config's, resolved)
     enforce_eager: bool = False
     num_speculative_tokens: int = 0  # MTP tokens; 0 = no speculative decoding
     speculative_method: str = "mtp"
@@ -115,6 +116,7 @@ class Deployment:
     free_at_start_bytes: int | None = None  # given (Flags.free_at_start_bytes); None: from the CUDA context
     expandable_segments: bool = False
     flashinfer_workspace_bytes: int | None = None
+    dtype_flag: str = "auto"  # --dtype as given (the resolved dtype is model.arch.dtype)
 
     @property
     def version_label(self) -> str:
@@ -160,6 +162,8 @@ class Deployment:
                 "--max-num-seqs", str(self.max_num_seqs), "--max-num-batched-tokens", str(self.max_num_batched_tokens)]
         if self.kv_cache_dtype != "auto":
             args += ["--kv-cache-dtype", self.kv_cache_dtype]
+        if self.dtype_flag != "auto":
+            args += ["--dtype", self.dtype_flag]
         if self.enforce_eager:
             args.append("--enforce-eager")
         spec = self.speculative_config()
@@ -182,6 +186,7 @@ class Deployment:
             "gpu_total_bytes": self.gpu.total_bytes, "vllm_version": self.rules.version,
             "vllm_version_modelled": self.version_label,
             "gpu_memory_utilization": self.gmu, "kv_cache_dtype": self.kv_cache_dtype,
+            "dtype": self.model.arch.dtype, "dtype_flag": self.dtype_flag,
             "enforce_eager": self.enforce_eager, "num_speculative_tokens": self.spec_tokens,
             "speculative_method": self.speculative_method if self.spec_tokens else None,
             "drafter": self.drafter.name if self.drafter is not None else None,
@@ -199,9 +204,40 @@ class Deployment:
         return replace(self, **changes)
 
 
+DTYPE_FLAGS = {"auto": None, "bfloat16": "bfloat16", "float16": "float16", "half": "float16", "float32": "float32",
+               "float": "float32"}
+
+
+def serving_dtype(config_dtype: str, asked: str, compute_capability: str) -> str:
+    """The dtype vLLM runs the model in (vLLM 0.20.2 config/model.py _get_and_verify_dtype / _resolve_auto_dtype and
+    platforms/cuda.py supported_dtypes): --dtype as given; auto keeps the config's dtype, except that a float32 config
+    runs in the GPU's preferred dtype (bfloat16 from compute capability 8.0, float16 before), as does a bfloat16
+    config on a GPU without bfloat16 (vLLM warns and falls back)."""
+    want = asked.lower()
+    if want not in DTYPE_FLAGS:
+        raise UserError(f"--dtype {asked!r} is not one vLLM takes; use one of {', '.join(DTYPE_FLAGS)}")
+    bf16_ok = float(compute_capability or "0") >= 8.0
+    preferred = "bfloat16" if bf16_ok else "float16"
+    if DTYPE_FLAGS[want] is not None:
+        if DTYPE_FLAGS[want] == "bfloat16" and not bf16_ok:
+            raise UserError(f"--dtype {asked}: bfloat16 needs compute capability 8.0 or later (this GPU: "
+                            f"{compute_capability}); vLLM refuses it: use --dtype half")
+        return DTYPE_FLAGS[want]
+    config = config_dtype.lower().replace("torch.", "")
+    config = {"half": "float16", "fp16": "float16", "bf16": "bfloat16", "float": "float32", "fp32": "float32"}.get(
+        config, config)
+    if config == "float32" or (config == "bfloat16" and not bf16_ok):
+        return preferred
+    return config
+
+
 def resolve(model: ModelSource, gpu: GPU, rules: VllmRules, flags: Flags) -> Deployment:
     """Fill in vLLM's defaults for this GPU and version; reject what vLLM would reject."""
     a = model.arch
+    dtype = serving_dtype(a.dtype, flags.dtype, gpu.compute_capability)
+    if dtype != a.dtype:
+        a = replace(a, dtype=dtype)
+        model = replace(model, arch=a)
     gmu = rules.default_gmu if flags.gpu_memory_utilization is None else flags.gpu_memory_utilization
     if not 0 < gmu <= 1:
         raise UserError(f"--gpu-memory-utilization must be in (0, 1], got {gmu}")
@@ -276,4 +312,4 @@ def resolve(model: ModelSource, gpu: GPU, rules: VllmRules, flags: Flags) -> Dep
                       flags.other_gpu_bytes, flags.speculative_method if k else "mtp", tuple(defaults),
                       flags.attention_backend.upper() if flags.attention_backend else None, drafter=drafter,
                       free_at_start_bytes=flags.free_at_start_bytes, expandable_segments=flags.expandable_segments,
-                      flashinfer_workspace_bytes=flags.flashinfer_workspace_bytes)
+                      flashinfer_workspace_bytes=flags.flashinfer_workspace_bytes, dtype_flag=flags.dtype.lower())

@@ -34,9 +34,14 @@ def model_ref_from_log(facts: LogFacts, override: str | None = None) -> str:
 
 
 def gpu_from_log(facts: LogFacts, override: GPU | None = None) -> GPU:
-    """The catalog GPU whose CUDA total matches the log's (to 0.01 GiB), else a custom one."""
+    """The catalog GPU whose CUDA total matches the log's (to 0.01 GiB), else a custom one. A GPU named by the caller
+    keeps its chip facts but takes the total the log states where they differ (that machine's own reading)."""
     if override:
-        return override
+        if facts.total_gib is None or abs(override.total_bytes / GiB - facts.total_gib) < 0.006:
+            return override
+        return replace(override, total_bytes=int(facts.total_gib * GiB),
+                       source=f"measured: the log's own total ({facts.total_gib:.2f} GiB; the catalog's "
+                              f"{override.name}: {override.total_gib:.2f})")
     if facts.total_gib is None:
         raise UserError("the log does not state the GPU's total memory; pass --gpu")
     for g in catalog().values():

@@ -300,6 +300,8 @@ def flags_from_args(args: dict[str, Any]) -> dict[str, Any]:
         out["gpu_memory_utilization"] = float(args["gpu_memory_utilization"])
     if "kv_cache_dtype" in args:
         out["kv_cache_dtype"] = str(args["kv_cache_dtype"])
+    if "dtype" in args:
+        out["dtype"] = str(args["dtype"])
     if args.get("enforce_eager"):
         out["enforce_eager"] = True
     spec = args.get("speculative_config")

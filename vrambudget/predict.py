@@ -150,8 +150,11 @@ def estimated_terms(d: Deployment, b: Budget) -> list[str]:
     """The figures of this prediction that nobody measured on this GPU/version (said in every output)."""
     out = []
     if not d.gpu.measured:
-        out.append("GPU total (" + ("PyTorch's public figure" if d.gpu.source.startswith("PyTorch") else
-                                    d.gpu.source.split(":")[0]) + ")")
+        public = next((f"{who} public figure" for who in ("PyTorch's", "vLLM's") if d.gpu.source.startswith(who)), None)
+        out.append(f"GPU total ({public or d.gpu.source.split(':')[0]})")
+    if d.gpu.unified_memory:
+        out.append(f"{d.gpu.name} shares its memory with the CPU: the free memory at startup and vLLM's non-torch term "
+                   "move with the host's page cache and processes (not modelled)")
     if not b.cuda_context.measured:
         out.append("CUDA context (SM-count model)" if d.gpu.sms else "CUDA context (H200 figure)")
     if b.backend.name != "FLASH_ATTN":

@@ -24,6 +24,7 @@ class DeploymentOptions:
     gpu_memory: Optional[str] = None
     gmu: Optional[float] = None
     kv_cache_dtype: str = "auto"
+    dtype: str = "auto"
     enforce_eager: bool = False
     mtp: Optional[int] = None
     speculative_config: Optional[str] = None
@@ -63,6 +64,9 @@ OPTIONS: dict[str, Opt] = {o.name: o for o in (
     Opt("kv_cache_dtype", ("--kv-cache-dtype",), str, "auto", "auto | fp8 | fp8_e4m3 | fp8_e5m2 | bfloat16 | "
         "int8_per_token_head | fp8_per_token_head (per-token-head KV: 1 byte + an fp32 scale per head and token; "
         "Triton attention).", panel=P),
+    Opt("dtype", ("--dtype",), str, "auto", "auto | bfloat16 | float16 | half | float32: the weights' and "
+        "activations' dtype. auto: the config's; a float32 config runs in bfloat16 (float16 before Ampere), as vLLM "
+        "resolves it.", panel=P),
     Opt("enforce_eager", ("--enforce-eager",), bool, False, "No CUDA graphs / torch.compile.", off="--cuda-graphs",
         panel=P),
     Opt("mtp", ("--mtp",), int, None, "MTP speculative decoding with K tokens (a bare --mtp means K=2; 0 = off).",
@@ -231,7 +235,8 @@ def build(o: DeploymentOptions):
         if backend not in known_backends():
             raise UserError(f"--attention-backend {o.attention_backend!r} is not modelled; use one of "
                             f"{', '.join(known_backends())}")
-    flags = Flags(gpu_memory_utilization=o.gmu, kv_cache_dtype=o.kv_cache_dtype, enforce_eager=o.enforce_eager,
+    flags = Flags(gpu_memory_utilization=o.gmu, kv_cache_dtype=o.kv_cache_dtype, dtype=o.dtype,
+                  enforce_eager=o.enforce_eager,
                   num_speculative_tokens=k, speculative_method=method, max_num_seqs=o.max_num_seqs,
                   max_num_batched_tokens=o.max_num_batched_tokens, max_model_len=mml,
                   enable_prefix_caching=o.enable_prefix_caching, tensor_parallel_size=o.tensor_parallel_size,

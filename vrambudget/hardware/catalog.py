@@ -22,6 +22,7 @@ class GPU:
     sms: int | None = None  # streaming multiprocessors (None: unknown, e.g. --gpu-memory)
     architecture: str = "unknown"  # ampere | ada | hopper | blackwell (12.x) | blackwell-dc (10.x)
     free_bytes: int | None = None  # free memory now, read through NVML (--gpu auto only)
+    unified_memory: bool = False  # memory shared with the CPU (GB10): free at startup moves with the host's state
 
     @property
     def is_hopper(self) -> bool:
@@ -52,7 +53,8 @@ def _norm(name: str) -> str:
 def catalog() -> dict[str, GPU]:
     data = read_json(bundled_dir() / "gpus.json")["gpus"]
     return {k: GPU(k, v["name"], int(v["total_bytes"]), str(v["compute_capability"]), v["source"],
-                   sms=v.get("sms"), architecture=v.get("architecture") or architecture_of(str(v["compute_capability"])))
+                   sms=v.get("sms"), architecture=v.get("architecture") or architecture_of(str(v["compute_capability"])),
+                   unified_memory=bool(v.get("unified_memory")))
             for k, v in data.items()}
 
 
