@@ -90,8 +90,9 @@ OPTIONS: dict[str, Opt] = {o.name: o for o in (
         "boot on this machine or after an upgrade.", panel=P),
     Opt("language_model_only", ("--language-model-only",), bool, None, "Skip the vision tower of a multimodal "
         "checkpoint (default: on).", off="--with-vision", panel=P),
-    Opt("vllm_version", ("--vllm-version",), str, None, "The vLLM you run, e.g. 0.20.2 (modelled: 0.19, 0.20.x and "
-        "0.26.x measured, 0.33.x from source; others are planned with the nearest older rules and a warning). "
+    Opt("vllm_version", ("--vllm-version",), str, None, "The vLLM you run, e.g. 0.20.2 (0.20.x and 0.26.x "
+        "measured; 0.10-0.19 planned as 0.19 with 0.20's coefficients; 0.33.x from source; others are planned with the "
+        "nearest older rules and a warning). "
         "Default: the vLLM installed here (its package metadata), else the newest modelled."),
     Opt("other_gpu_usage", ("--other-gpu-usage",), str, None, "Memory other processes hold on the GPU, e.g. 0.6GiB."),
     Opt("attention_backend", ("--attention-backend",), str, None, "vLLM's --attention-backend, when you force one: "
