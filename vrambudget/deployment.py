@@ -204,8 +204,7 @@ class Deployment:
         return replace(self, **changes)
 
 
-DTYPE_FLAGS = {"auto": None, "bfloat16": "bfloat16", "float16": "float16", "half": "float16", "float32": "float32",
-               "float": "float32"}
+DTYPE_FLAGS = ("auto", "bfloat16", "float16", "half", "float32", "float")  # vLLM's --dtype choices (config ModelDType)
 
 
 def serving_dtype(config_dtype: str, asked: str, compute_capability: str) -> str:
@@ -213,21 +212,19 @@ def serving_dtype(config_dtype: str, asked: str, compute_capability: str) -> str
     platforms/cuda.py supported_dtypes): --dtype as given; auto keeps the config's dtype, except that a float32 config
     runs in the GPU's preferred dtype (bfloat16 from compute capability 8.0, float16 before), as does a bfloat16
     config on a GPU without bfloat16 (vLLM warns and falls back)."""
-    want = asked.lower()
-    if want not in DTYPE_FLAGS:
+    from .units import float_dtype
+
+    if asked.lower() not in DTYPE_FLAGS:
         raise UserError(f"--dtype {asked!r} is not one vLLM takes; use one of {', '.join(DTYPE_FLAGS)}")
     bf16_ok = float(compute_capability or "0") >= 8.0
-    preferred = "bfloat16" if bf16_ok else "float16"
-    if DTYPE_FLAGS[want] is not None:
-        if DTYPE_FLAGS[want] == "bfloat16" and not bf16_ok:
+    if asked.lower() != "auto":
+        if float_dtype(asked) == "bfloat16" and not bf16_ok:
             raise UserError(f"--dtype {asked}: bfloat16 needs compute capability 8.0 or later (this GPU: "
                             f"{compute_capability}); vLLM refuses it: use --dtype half")
-        return DTYPE_FLAGS[want]
-    config = config_dtype.lower().replace("torch.", "")
-    config = {"half": "float16", "fp16": "float16", "bf16": "bfloat16", "float": "float32", "fp32": "float32"}.get(
-        config, config)
+        return float_dtype(asked)
+    config = float_dtype(config_dtype)
     if config == "float32" or (config == "bfloat16" and not bf16_ok):
-        return preferred
+        return "bfloat16" if bf16_ok else "float16"  # the GPU's preferred dtype
     return config
 
 

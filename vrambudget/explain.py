@@ -36,18 +36,20 @@ def model_ref_from_log(facts: LogFacts, override: str | None = None) -> str:
 def gpu_from_log(facts: LogFacts, override: GPU | None = None) -> GPU:
     """The catalog GPU whose CUDA total matches the log's (to 0.01 GiB), else a custom one. A GPU named by the caller
     keeps its chip facts but takes the total the log states where they differ (that machine's own reading)."""
+    logged = facts.total_gib
+
+    def matches(g: GPU) -> bool:  # the log rounds to 0.01 GiB
+        return abs(g.total_gib - logged) < 0.006
+
     if override:
-        if facts.total_gib is None or abs(override.total_bytes / GiB - facts.total_gib) < 0.006:
+        if logged is None or matches(override):
             return override
-        return replace(override, total_bytes=int(facts.total_gib * GiB),
-                       source=f"measured: the log's own total ({facts.total_gib:.2f} GiB; the catalog's "
+        return replace(override, total_bytes=int(logged * GiB),
+                       source=f"measured: the log's own total ({logged:.2f} GiB; the catalog's "
                               f"{override.name}: {override.total_gib:.2f})")
-    if facts.total_gib is None:
+    if logged is None:
         raise UserError("the log does not state the GPU's total memory; pass --gpu")
-    for g in catalog().values():
-        if abs(g.total_bytes / GiB - facts.total_gib) < 0.006:
-            return g
-    return from_memory(int(facts.total_gib * GiB))
+    return next((g for g in catalog().values() if matches(g)), None) or from_memory(int(logged * GiB))
 
 
 # an eager boot whose profiling took this long compiled Triton kernels inside it (0.26.0 logs: 70-165 s on a

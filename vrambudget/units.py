@@ -27,9 +27,20 @@ def gib(n_bytes: float) -> float:
     return n_bytes / GiB
 
 
+# float dtypes by every name configs and vLLM's --dtype give them -> one name each
+FLOAT_DTYPES = {"float32": "float32", "fp32": "float32", "float": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16",
+                "float16": "float16", "fp16": "float16", "half": "float16"}
+
+
+def float_dtype(name: str) -> str:
+    """The one name of a float dtype ('half' -> 'float16', 'torch.bfloat16' -> 'bfloat16'); other names unchanged."""
+    key = str(name).replace("torch.", "").lower()
+    return FLOAT_DTYPES.get(key, key)
+
+
 def dtype_bytes(name: str) -> int:
     """Bytes per element of a dtype name as it appears in configs and vLLM flags."""
-    key = str(name).replace("torch.", "").lower()
+    key = float_dtype(name)
     if key not in DTYPE_BYTES:
         raise UserError(f"unknown dtype {name!r}; known: {', '.join(sorted(DTYPE_BYTES))}")
     return DTYPE_BYTES[key]

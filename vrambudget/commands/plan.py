@@ -11,6 +11,7 @@ from .options import DeploymentOptions, JSON, deployment_command
 
 JsonOpt = JSON.typer_param()[0]
 
+
 def register(app: typer.Typer) -> None:
     deployment_command(app, "plan", exclude=("gmu", "enforce_eager", "mtp", "speculative_config", "max_model_len",
                                              "compile_cache", "attention_backend"))(plan)

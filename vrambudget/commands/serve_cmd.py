@@ -12,8 +12,6 @@ from .common import echo, run_safely
 from .options import DeploymentOptions, deployment_command
 
 
-
-
 def register(app: typer.Typer) -> None:
     deployment_command(app, "serve-cmd", exclude=("attention_backend",))(serve_cmd)
 
