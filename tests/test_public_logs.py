@@ -21,8 +21,15 @@ PUBLIC = FIXTURES / "public-logs"
 SOURCES = {k: v for k, v in json.loads((PUBLIC / "sources.json").read_text()).items() if not k.startswith("_")}
 
 
+def model_path(ref: str) -> str:
+    """A sources.json model: a bundled profile name, or a config folder under tests/ (as a path from here)."""
+    return str(FIXTURES.parent.parent / ref) if ref.startswith("tests/") else ref
+
+
 def facts(name: str):
-    f = parse_log((PUBLIC / name).read_text())
+    """A public log's facts with what sources.json adds (args the checkpoint sets, the rules a version is planned
+    with), and its sources.json entry."""
+    f = parse_log((PUBLIC / name).read_text(errors="replace"))
     src = SOURCES[name]
     f.args = {**src.get("args", {}), **f.args}
     f.vllm_version = src.get("plan_rules") or f.vllm_version
@@ -69,10 +76,8 @@ def test_complete_logs_kv_plans_reproduce_vllms_tokens():
     for name, s in COMPLETE.items():
         if not s.get("model") or s.get("plan_unknown"):
             continue
-        f = parse_log((PUBLIC / name).read_text(errors="replace"))
-        f.args = {**s.get("args", {}), **f.args}  # what the checkpoint sets and the log states elsewhere
-        f.vllm_version = s.get("plan_rules") or f.vllm_version
-        model = str(PUBLIC.parent.parent.parent / s["model"]) if s["model"].startswith("tests/") else s["model"]
+        f, _ = facts(name)
+        model = model_path(s["model"])
         d = deployment_from_log(f, model, gpus.lookup(s["gpu"]))
         # vLLM's tokens from whole blocks of the logged (0.01 GiB-rounded) memory, as this version counts them
         assert tokens_within_rounding(layout_for(d), f.available_kv_gib, f.max_model_len, f.kv_cache_tokens,

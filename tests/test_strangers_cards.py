@@ -2,7 +2,6 @@
 releases; vLLM's --dtype as it resolves it; a log's own GPU total. Figures are the logs' own (tests/fixtures/public-logs,
 sources.json names each log's repository and commit)."""
 
-import json
 import re
 
 import pytest
@@ -19,23 +18,13 @@ from vrambudget.kv.planner import tokens_within_rounding
 from vrambudget.units import GiB
 from vrambudget.vllm_rules import choose_version, rules_for
 
-from .conftest import FIXTURES
-
-PUBLIC = FIXTURES / "public-logs"
-SOURCES = {k: v for k, v in json.loads((PUBLIC / "sources.json").read_text()).items() if not k.startswith("_")}
-
-
-def _model(ref: str) -> str:
-    return str(FIXTURES.parent.parent / ref) if ref.startswith("tests/") else ref
+from .test_public_logs import PUBLIC, SOURCES, facts, model_path
 
 
 def predicted_available(name: str) -> tuple[float, float]:
     """(logged, predicted) available KV memory in GiB for one complete public log, as benchmarks/accuracy.py does it."""
-    src = SOURCES[name]
-    f = parse_log((PUBLIC / name).read_text(errors="replace"))
-    f.args = {**src.get("args", {}), **f.args}
-    f.vllm_version = src.get("plan_rules") or f.vllm_version
-    d = deployment_from_log(f, _model(src["model"]), gpus.lookup(src["gpu"]))
+    f, src = facts(name)
+    d = deployment_from_log(f, model_path(src["model"]), gpus.lookup(src["gpu"]))
     b = predict(d, coeffs.load(d.rules.version, d.gpu.key, d.model.ref)).budget
     pred = b.available_kv_bytes / GiB
     if src.get("weights") == "log":
@@ -85,10 +74,8 @@ def test_gb10_fp8_kv_from_the_checkpoint():
     """unsloth/Qwen3.8-27B-NVFP4 carries an FP8 KV cache in its quantization config (the log: FlashInfer's
     'kv_cache_dtype=torch.float8_e4m3fn', block 1600): with it the plan gives vLLM's 2,192,477 tokens exactly."""
     name = "c-gb10-sostrowsk-qwen38-nvfp4.log"
-    src = SOURCES[name]
+    f, src = facts(name)
     assert src["args"] == {"kv_cache_dtype": "fp8"}
-    f = parse_log((PUBLIC / name).read_text())
-    f.args = {**src["args"], **f.args}
     d = deployment_from_log(f, src["model"], gpus.lookup("gb10"))
     lay = layout_for(d)
     assert lay.block_size == 1600 and f.kv_cache_tokens == 2_192_477
@@ -119,7 +106,7 @@ def test_a_float32_config_with_dtype_bfloat16_reproduces_its_log():
     with '--dtype bfloat16': weights 14.96 GiB as logged, and the 868,080 KV tokens of the logged 105.97 GiB."""
     name = "c-h200-llama3-8b-v0.11.2.log"
     f = parse_log((PUBLIC / name).read_text())
-    d = deployment_from_log(f, _model(SOURCES[name]["model"]), gpus.lookup("h200"))
+    d = deployment_from_log(f, model_path(SOURCES[name]["model"]), gpus.lookup("h200"))
     assert d.model.arch.dtype == "bfloat16" and d.dtype_flag == "bfloat16" and "--dtype" in d.serve_flags(1024)
     b = predict(d, coeffs.load(d.rules.version, "h200", d.model.ref)).budget
     assert abs(b.weights_bytes / GiB - f.weights_gib) < 0.02 and f.weights_gib == 14.9596
@@ -149,6 +136,6 @@ def test_a_logs_own_total_wins_over_the_catalogs():
     f = parse_log((PUBLIC / name).read_text())
     g = gpu_from_log(f, gpus.lookup("h100"))
     assert round(g.total_bytes / GiB, 2) == 79.25 and g.sms == 132 and g.measured
-    d = deployment_from_log(f, _model(SOURCES[name]["model"]), gpus.lookup("h100"))
+    d = deployment_from_log(f, model_path(SOURCES[name]["model"]), gpus.lookup("h100"))
     b = predict(d, coeffs.load(d.rules.version, "h100", d.model.ref)).budget
     assert round(b.requested_bytes / GiB, 2) == 71.33 == f.requested_gib
