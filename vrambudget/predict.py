@@ -156,7 +156,10 @@ def estimated_terms(d: Deployment, b: Budget) -> list[str]:
         out.append(f"{d.gpu.name} shares its memory with the CPU: the free memory at startup and vLLM's non-torch term "
                    "move with the host's page cache and processes (not modelled)")
     if not b.cuda_context.measured:
-        out.append("CUDA context (SM-count model)" if d.gpu.sms else "CUDA context (H200 figure)")
+        ctx = b.cuda_context
+        how = ("H200 figure" if ctx.source.startswith("estimate: SM count") else
+               "a public bound" if ctx.source.startswith("estimate: at most") else "generation base + local memory")
+        out.append(f"CUDA context ({how}, {ctx.low / GiB:+.2f} to {ctx.high / GiB:+.2f} GiB)")
     if b.backend.name != "FLASH_ATTN":
         out.append(f"{b.backend.label} backend (picked from vLLM source; its cost measured on an H100)")
     if d.gpu.key not in ("h100", "h200"):

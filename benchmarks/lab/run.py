@@ -56,6 +56,8 @@ def sh(cmd: str, env: dict | None = None, timeout: float | None = None, log: Pat
 def prepare(p: dict) -> dict:
     """Unpack the bundle and the JIT cache once, write the model folders, run the plan's setup lines."""
     b = p["bundle"]
+    if b is None:  # a plan of the host's torch alone (no vLLM)
+        return dict(os.environ)
     site, parts = Path(b["site"]), Path(b["parts"])
     if not (site / "vllm" / "__init__.py").is_file():
         site.mkdir(parents=True, exist_ok=True)
@@ -204,6 +206,9 @@ def main(argv: list[str]) -> int:
         return background([], wait)
     what = tags
     b = p["bundle"]
+    if b is None and what in (["part"], ["cache"]):
+        print(f"{argv[0]} runs on the host's torch alone: no bundle part or JIT cache to move")
+        return 0
     if what == ["part"]:
         Path(b["parts"]).mkdir(parents=True, exist_ok=True)
         for part in glob.glob(str(ROOT / b["dir"] / "part-*")):

@@ -20,7 +20,7 @@ class GPU:
     source: str
     used_bytes: int = 0  # memory other processes hold now (only known with --gpu auto)
     sms: int | None = None  # streaming multiprocessors (None: unknown, e.g. --gpu-memory)
-    architecture: str = "unknown"  # ampere | ada | hopper | blackwell (12.x) | blackwell-dc (10.x)
+    architecture: str = "unknown"  # turing | ampere | ada | hopper | blackwell (12.x) | blackwell-dc (10.x)
     free_bytes: int | None = None  # free memory now, read through NVML (--gpu auto only)
     unified_memory: bool = False  # memory shared with the CPU (GB10): free at startup moves with the host's state
 
@@ -40,8 +40,8 @@ class GPU:
 
 def architecture_of(compute_capability: str) -> str:
     major, _, minor = compute_capability.partition(".")
-    return {"8": "ada" if minor == "9" else "ampere", "9": "hopper", "10": "blackwell-dc",
-            "12": "blackwell"}.get(major, "unknown")
+    return {"7": "turing" if minor == "5" else "volta", "8": "ada" if minor == "9" else "ampere", "9": "hopper",
+            "10": "blackwell-dc", "12": "blackwell"}.get(major, "unknown")
 
 
 def _norm(name: str) -> str:

@@ -8,9 +8,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from .catalog import GPU
+from .catalog import GPU, architecture_of
 from ..profiles import bundled_dir, read_json
 from ..model.weights import Int4Load
+from ..units import GiB
 
 
 @dataclass(frozen=True)
@@ -50,19 +51,66 @@ def _facts() -> dict[str, Any]:
     return read_json(bundled_dir() / "gpu_facts.json")
 
 
+@dataclass(frozen=True)
+class ContextModel:
+    """The CUDA context model of gpu_facts.json (bytes): base per architecture family + local memory."""
+
+    stack_bytes: int
+    max_threads: dict[str, int]  # compute capability -> max resident threads per SM
+    families: dict[str, str]  # architecture -> family
+    bases: dict[str, int]  # family -> bytes besides local memory (mean over the observations of cards alone)
+    base_sources: dict[str, str]
+    low: int  # truth - model over every observation not known to share its card (bytes)
+    high: int
+
+
+def local_memory(sms: int, max_threads_per_sm: int, stack_bytes: int) -> int:
+    """Local memory CUDA reserves at context creation (bytes): one stack per thread that can be resident at once."""
+    return sms * max_threads_per_sm * stack_bytes
+
+
+@lru_cache(maxsize=1)
+def context_model() -> ContextModel:
+    c = _facts()["cuda_context"]
+    m = c["model"]
+    stack, families = int(m["stack_bytes"]), m["families"]
+    threads = {k: int(v) for k, v in m["max_threads_per_sm"].items()}
+    fam_of = {cc: families.get(architecture_of(cc), "") for cc in threads}
+    rest: dict[str, list[tuple[int, str]]] = {}
+    for o in c["observations"]:
+        if o["alone"]:
+            rest.setdefault(fam_of[o["cc"]], []).append(
+                (int(o["used_bytes"]) - local_memory(int(o["sms"]), threads[o["cc"]], stack), o["gpu"]))
+    bases = {f: round(sum(b for b, _ in v) / len(v)) for f, v in rest.items()}
+    sources = {f: ", ".join(sorted({g for _, g in v})) for f, v in rest.items()}
+    resid = [int(o["used_bytes"]) - (bases[fam_of[o["cc"]]] + local_memory(int(o["sms"]), threads[o["cc"]], stack))
+             for o in c["observations"] if o["alone"] is not False]
+    rounding = GiB // 100  # vLLM prints free and total memory to 0.01 GiB
+    return ContextModel(stack, threads, families, bases, sources, min(resid) - rounding, max(resid) + rounding)
+
+
 def cuda_context(gpu: GPU) -> Fact:
-    """Memory held before vLLM's first snapshot (bytes): measured for the card, else the SM-count
-    model (an estimate), else the H200 figure for an unknown card (an estimate)."""
+    """Memory held before vLLM's first snapshot (bytes): measured for the card, else the context model (an
+    estimate: base of the architecture's family + SMs x threads per SM x stack), capped by the card's public
+    bound; an unknown card or architecture gets the H200 figure (an estimate)."""
     c = _facts()["cuda_context"]
     m = c["measured"].get(gpu.key)
     if m:
         return Fact(int(m["bytes"]), m["source"], True)
-    model = c["model"]
-    spread = model.get("spread", {})
-    low, high = int(spread.get("low_bytes", 0)), int(spread.get("high_bytes", 0))
-    if gpu.sms:
-        value = int(model["base_bytes"] + model["per_sm_bytes"] * gpu.sms)
-        source = f"estimate: SM-count model ({gpu.sms} SMs; {model['source'].removeprefix('estimate: ')})"
+    cm = context_model()
+    threads = cm.max_threads.get(gpu.compute_capability)
+    family = cm.families.get(gpu.architecture)
+    if gpu.sms and threads and family in cm.bases:
+        local = local_memory(gpu.sms, threads, cm.stack_bytes)
+        value = cm.bases[family] + local
+        how = {True: "alone", False: "with other use", None: "other use unknown"}
+        seen = [f"{int(o['used_bytes']) / GiB:.2f} GiB ({how[o['alone']]})" for o in c["observations"]
+                if o["gpu"] == gpu.key]
+        seen_text = "; this card seen: " + ", ".join(seen) if seen else ""
+        source = (f"estimate: {cm.bases[family] / GiB:.2f} GiB base of the {family} generation (observed: "
+                  f"{cm.base_sources[family]}) + {gpu.sms} SMs x {threads} threads x {cm.stack_bytes} B of stack "
+                  f"= {local / GiB:.2f} GiB local memory (measured per thread on the lab H100){seen_text}")
+        low, high = cm.low, cm.high
         bound = c.get("bounds", {}).get(gpu.key)
         if bound and int(bound["max_bytes"]) < value:  # public evidence caps it below the model: take the cap
             value, source = int(bound["max_bytes"]), f"estimate: at most this ({bound['source']})"
@@ -70,8 +118,8 @@ def cuda_context(gpu: GPU) -> Fact:
             high = min(high, int(bound["max_bytes"]) - value)
         return Fact(value, source, False, low, high)
     h200 = c["measured"]["h200"]
-    return Fact(int(h200["bytes"]), "estimate: SM count unknown, the H200 figure is used", False, -int(h200["bytes"]) // 2,
-                0)
+    return Fact(int(h200["bytes"]), "estimate: SM count or architecture unknown, the H200 figure is used", False,
+                -int(h200["bytes"]) // 2, 0)
 
 
 def attention_backend(gpu: GPU, kv: str, head_dim: int = 128) -> Backend:
