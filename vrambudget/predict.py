@@ -157,9 +157,7 @@ def estimated_terms(d: Deployment, b: Budget) -> list[str]:
                    "move with the host's page cache and processes (not modelled)")
     if not b.cuda_context.measured:
         ctx = b.cuda_context
-        how = ("H200 figure" if ctx.source.startswith("estimate: SM count") else
-               "a public bound" if ctx.source.startswith("estimate: at most") else "generation base + local memory")
-        out.append(f"CUDA context ({how}, {ctx.low / GiB:+.2f} to {ctx.high / GiB:+.2f} GiB)")
+        out.append(f"CUDA context ({ctx.kind or 'estimate'}, {ctx.low / GiB:+.2f} to {ctx.high / GiB:+.2f} GiB)")
     if b.backend.name != "FLASH_ATTN":
         out.append(f"{b.backend.label} backend (picked from vLLM source; its cost measured on an H100)")
     if d.gpu.key not in ("h100", "h200"):

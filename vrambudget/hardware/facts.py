@@ -24,6 +24,7 @@ class Fact:
     measured: bool
     low: int = 0
     high: int = 0
+    kind: str = ""  # how an estimate was made, in words (cuda_context: the model, a public bound, a fallback)
 
 
 @dataclass(frozen=True)
@@ -110,16 +111,17 @@ def cuda_context(gpu: GPU) -> Fact:
         source = (f"estimate: {cm.bases[family] / GiB:.2f} GiB base of the {family} generation (observed: "
                   f"{cm.base_sources[family]}) + {gpu.sms} SMs x {threads} threads x {cm.stack_bytes} B of stack "
                   f"= {local / GiB:.2f} GiB local memory (measured per thread on the lab H100){seen_text}")
-        low, high = cm.low, cm.high
+        low, high, kind = cm.low, cm.high, "generation base + local memory"
         bound = c.get("bounds", {}).get(gpu.key)
         if bound and int(bound["max_bytes"]) < value:  # public evidence caps it below the model: take the cap
             value, source = int(bound["max_bytes"]), f"estimate: at most this ({bound['source']})"
+            kind = "a public bound"
         if bound:  # the spread cannot reach above the evidence
             high = min(high, int(bound["max_bytes"]) - value)
-        return Fact(value, source, False, low, high)
+        return Fact(value, source, False, low, high, kind)
     h200 = c["measured"]["h200"]
     return Fact(int(h200["bytes"]), "estimate: SM count or architecture unknown, the H200 figure is used", False,
-                -int(h200["bytes"]) // 2, 0)
+                -int(h200["bytes"]) // 2, 0, "H200 figure")
 
 
 def attention_backend(gpu: GPU, kv: str, head_dim: int = 128) -> Backend:
