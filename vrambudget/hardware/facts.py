@@ -63,6 +63,7 @@ class ContextModel:
     base_sources: dict[str, str]
     low: int  # truth - model over every observation not known to share its card (bytes)
     high: int
+    measured: dict[str, Fact]  # catalog key -> the lab's own reading (observations whose source says 'measured')
 
 
 def local_memory(sms: int, max_threads_per_sm: int, stack_bytes: int) -> int:
@@ -77,17 +78,20 @@ def context_model() -> ContextModel:
     stack, families = int(m["stack_bytes"]), m["families"]
     threads = {k: int(v) for k, v in m["max_threads_per_sm"].items()}
     fam_of = {cc: families.get(architecture_of(cc), "") for cc in threads}
+    obs = [(o, fam_of[o["cc"]], int(o["used_bytes"]) - local_memory(int(o["sms"]), threads[o["cc"]], stack))
+           for o in c["observations"]]  # (observation, family, what it holds besides local memory)
     rest: dict[str, list[tuple[int, str]]] = {}
-    for o in c["observations"]:
+    for o, family, beside in obs:
         if o["alone"]:
-            rest.setdefault(fam_of[o["cc"]], []).append(
-                (int(o["used_bytes"]) - local_memory(int(o["sms"]), threads[o["cc"]], stack), o["gpu"]))
+            rest.setdefault(family, []).append((beside, o["gpu"]))
     bases = {f: round(sum(b for b, _ in v) / len(v)) for f, v in rest.items()}
     sources = {f: ", ".join(sorted({g for _, g in v})) for f, v in rest.items()}
-    resid = [int(o["used_bytes"]) - (bases[fam_of[o["cc"]]] + local_memory(int(o["sms"]), threads[o["cc"]], stack))
-             for o in c["observations"] if o["alone"] is not False]
+    resid = [beside - bases[family] for o, family, beside in obs if o["alone"] is not False]
     rounding = GiB // 100  # vLLM prints free and total memory to 0.01 GiB
-    return ContextModel(stack, threads, families, bases, sources, min(resid) - rounding, max(resid) + rounding)
+    measured = {o["gpu"]: Fact(int(o["used_bytes"]), o["source"], True) for o, _, _ in obs
+                if o["source"].startswith("measured")}
+    return ContextModel(stack, threads, families, bases, sources, min(resid) - rounding, max(resid) + rounding,
+                        measured)
 
 
 def cuda_context(gpu: GPU) -> Fact:
@@ -95,10 +99,9 @@ def cuda_context(gpu: GPU) -> Fact:
     estimate: base of the architecture's family + SMs x threads per SM x stack), capped by the card's public
     bound; an unknown card or architecture gets the H200 figure (an estimate)."""
     c = _facts()["cuda_context"]
-    m = c["measured"].get(gpu.key)
-    if m:
-        return Fact(int(m["bytes"]), m["source"], True)
     cm = context_model()
+    if gpu.key in cm.measured:
+        return cm.measured[gpu.key]
     threads = cm.max_threads.get(gpu.compute_capability)
     family = cm.families.get(gpu.architecture)
     if gpu.sms and threads and family in cm.bases:
@@ -119,9 +122,9 @@ def cuda_context(gpu: GPU) -> Fact:
         if bound:  # the spread cannot reach above the evidence
             high = min(high, int(bound["max_bytes"]) - value)
         return Fact(value, source, False, low, high, kind)
-    h200 = c["measured"]["h200"]
-    return Fact(int(h200["bytes"]), "estimate: SM count or architecture unknown, the H200 figure is used", False,
-                -int(h200["bytes"]) // 2, 0, "H200 figure")
+    h200 = cm.measured["h200"].value
+    return Fact(h200, "estimate: SM count or architecture unknown, the H200 figure is used", False, -h200 // 2, 0,
+                "H200 figure")
 
 
 def attention_backend(gpu: GPU, kv: str, head_dim: int = 128) -> Backend:
