@@ -114,7 +114,7 @@ def complete_summary(complete: list[dict]) -> list[str]:
     est1 = [abs(c["estimate"]) for c in distinct if c["estimate"] is not None]
     head = (f"complete public logs: {len(complete)} on {len(named)} named GPU kinds; available KV predicted on "
             f"{len(est)}" + (f", median |error| {statistics.median(est):.2f} GiB, worst {max(est):.2f}" if est else "")
-            + " (leave-one-out: nothing is fitted on them); every other names its missing piece above\n"
+            + " (leave-one-out: a figure the coefficients take from a log is not used to predict that log); every other names its missing piece above\n"
             f"of them {len(distinct)} distinct configurations ({len(complete) - len(distinct)} logs are other boots of "
             f"a configuration already counted, sources.json 'repeat_of'): predicted on {len(est1)}"
             + (f", median |error| {statistics.median(est1):.2f} GiB" if est1 else ""))
@@ -149,7 +149,8 @@ def check_public(path: Path, src: dict) -> dict:
         f.vllm_version = src.get("plan_rules") or f.vllm_version
         d = deployment_from_log(f, model, gpu, drafter=src.get("drafter"))
     needs_budget = d is not None and (src.get("weights_checked") or src.get("predict"))
-    b = predict(d, coeffs.load(d.rules.version, gpu.key, d.model.ref)).budget if needs_budget else None
+    b = (predict(d, coeffs.load(d.rules.version, gpu.key, d.model.ref, leave_out=path.name)).budget
+         if needs_budget else None)  # leave-one-out: a coefficient taken from this log is not used for it
     if b is not None and src.get("weights_checked") and f.weights_gib is not None:
         pred = (b.weights_bytes + b.mtp_weights_bytes) / GiB
         errors.append(abs(pred - f.weights_gib))

@@ -83,7 +83,7 @@ def test_complete_logs_kv_plans_reproduce_vllms_tokens():
         assert tokens_within_rounding(layout_for(d), f.available_kv_gib, f.max_model_len, f.kv_cache_tokens,
                                       d.rules), name
         checked += 1
-    assert checked == 26
+    assert checked == 28
 
 
 @pytest.mark.parametrize("name,tokens,concurrency", [

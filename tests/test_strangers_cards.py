@@ -25,7 +25,7 @@ def predicted_available(name: str) -> tuple[float, float]:
     """(logged, predicted) available KV memory in GiB for one complete public log, as benchmarks/accuracy.py does it."""
     f, src = facts(name)
     d = deployment_from_log(f, model_path(src["model"]), gpus.lookup(src["gpu"]))
-    b = predict(d, coeffs.load(d.rules.version, d.gpu.key, d.model.ref)).budget
+    b = predict(d, coeffs.load(d.rules.version, d.gpu.key, d.model.ref, leave_out=name)).budget  # leave-one-out
     pred = b.available_kv_bytes / GiB
     if src.get("weights") == "log":
         pred += (b.weights_bytes + b.mtp_weights_bytes) / GiB - f.weights_gib
@@ -119,11 +119,17 @@ def test_auto_dtype_on_a_t4_is_float16():
 
 
 def test_vllm_0_10_to_0_18_are_planned_as_0_19_and_say_so():
-    assert rules_for("0.18.1").version == "0.10" and rules_for("0.10.0").version == "0.10"
-    assert rules_for("0.19.1").version == "0.19"
+    """0.10-0.18 plan the KV cache as 0.19 (their public logs reproduce it); the sampler splits them: a torch sort up
+    to 0.16 (read in the 0.10.2-0.16.0 wheels), a Triton kernel from 0.17.0."""
+    assert rules_for("0.10.0").version == "0.10" and rules_for("0.16.0").version == "0.10"
+    assert rules_for("0.16.0").sampler == "sort" and rules_for("0.17.0").sampler == "kernel"
+    assert rules_for("0.18.1").version == "0.17" and rules_for("0.19.1").version == "0.19"
+    for v in ("0.10", "0.17"):
+        assert rules_for(v).kv_tokens_formula == rules_for("0.19").kv_tokens_formula == "groups"
     choice = choose_version("0.11.2")
-    assert "between the modelled 0.10 and 0.19" in choice.warnings[0] and "5.58 GiB" in choice.warnings[0]
-    assert not choice.measured
+    assert "planned with the 0.10 range" in choice.warnings[0] and "sort" in choice.warnings[0]
+    assert "between" in choose_version("0.18.1").warnings[0]
+    assert not choice.measured and "sort sampler measured" in choice.label
     with pytest.raises(UserError, match="older than the oldest modelled range"):
         rules_for("0.9.2")
 

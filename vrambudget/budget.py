@@ -133,6 +133,8 @@ class Features:
     # with the tower: the profiling images' pixels and the encoder's outputs, held through the language model's run
     encoder_held_bytes: int = 0
     speculative: bool = False  # a drafter (MTP, DFlash): the rejection sampler's dummy run follows the sampler's
+    sampler_sort: bool = False  # top-k / top-p by a torch sort of every logit row (vLLM 0.10-0.16: VllmRules.sampler)
+    architecture: str = ""  # the GPU's (catalog.architecture_of): picks a coefficient's per-architecture value
     # weights_bytes includes the rotary caches (records of vrambudget before 2026-11-22 do not: `fit` then
     # leaves the load overhead alone, which their figures would double count)
     weights_include_buffers: bool = False
@@ -171,7 +173,7 @@ def features(d: Deployment, w: WeightBytes | None = None) -> Features:
         encoder_patch_width=patches * a.vision.hidden if patches else 0,
         encoder_patch_mlp=patches * a.vision.intermediate // d.tp if patches else 0,
         encoder_held_bytes=encoder_held_bytes(a, patches) if patches else 0,
-        speculative=d.spec_tokens > 0,
+        speculative=d.spec_tokens > 0, sampler_sort=d.rules.sampler == "sort", architecture=d.gpu.architecture or "",
         cudagraph_in_budget=d.rules.cudagraph_estimate_in_budget,
         backend_bytes=backend_for(d).profiled_bytes, moe=a.moe is not None, weights_include_buffers=True)
 
@@ -236,10 +238,23 @@ def sampler_peak(f: Features, c: Coefficients) -> float:
     states (tokens x hidden, bf16, whole on every TP rank) stay alive meanwhile."""
     rows = f.seqs * (2 if f.speculative else 1)
     held = c.get("sampler_holds_hidden_states", 0.0) * f.tokens * f.hidden * 2
+    if f.sampler_sort:
+        return sort_sampler_peak(min(f.seqs, f.tokens), f.vocab, c) + held
     factor = c["activation_sampler_factor"]
     if f.speculative:  # the rejection sampler's dummy run peaks at its own factor (profiles without it: the sampler's)
         factor = c.get("activation_rejection_sampler_factor", factor)
     return factor * rows * f.vocab * 4 + held
+
+
+def sort_sampler_peak(rows: int, vocab: int, c: Coefficients) -> float:
+    """vLLM 0.10-0.16's dummy sampler run above the memory allocated at its call (bytes): bytes per logit (rows x
+    vocab) at the peak, which falls inside torch's sort of the fp32 logits (with the bf16 logits, the fp32 copy,
+    the sorted values and their int64 indices alive). Measured with torch alone on the lab H100 for 8-1024 rows and
+    four vocabularies (benchmarks/lab/sampler_probe.py): the same figure per logit at every size, one below 128 rows
+    and one from 128 (torch sorts fewer rows another way)."""
+    small = rows < c.get("sampler_sort_small_rows_below", 128)
+    per = c["sampler_sort_small_bytes_per_logit" if small else "sampler_sort_bytes_per_logit"]
+    return per * rows * vocab
 
 
 def language_model_peak(f: Features, c: Coefficients) -> float:
@@ -258,7 +273,8 @@ def peaks_add(c: Coefficients) -> bool:
 def non_torch(f: Features, c: Coefficients) -> float:
     """vLLM's 'non-torch forward increase memory' (bytes): smaller on a tensor-parallel rank (0.26.0 TP=2
     logs: 0.07 eager, 0.09 graphs, vs 0.22 / 0.24 on one GPU); profiles without TP figures use the one-GPU value."""
-    one = c["non_torch_eager_bytes"] if f.eager else c["non_torch_graphs_bytes"]
+    name = "non_torch_eager_bytes" if f.eager else "non_torch_graphs_bytes"
+    one = c.get(f"{name}@{f.architecture}", c[name])  # a version's figure on this GPU architecture, where known
     if f.tp > 1:
         return c.get("non_torch_eager_tp_bytes" if f.eager else "non_torch_graphs_tp_bytes", one)
     return one

@@ -66,7 +66,12 @@ def _read(path: Path, fix: str = "") -> dict[str, Any]:
     return data
 
 
-def _bundled(version: str, seen: tuple[str, ...] = ()) -> tuple[dict[str, Coefficient], list[str]]:
+def _bundled(version: str, seen: tuple[str, ...] = (), leave_out: str | None = None
+             ) -> tuple[dict[str, Coefficient], list[str]]:
+    """This version's bundled coefficients over those it inherits. A coefficient taken from public logs names them
+    in 'from_logs', each of which alone shows its value; with `leave_out` the only one, it is skipped (the inherited
+    value stands): a log never predicts itself (benchmarks/accuracy.py scores the public logs leave-one-out).
+    A name 'x@arch' is x on that GPU architecture (budget.Features.architecture)."""
     path = bundled_dir() / "coefficients" / f"vllm-{version}.json"
     if not path.is_file():
         raise UserError(f"no bundled coefficients for vLLM {version}")
@@ -75,9 +80,11 @@ def _bundled(version: str, seen: tuple[str, ...] = ()) -> tuple[dict[str, Coeffi
     origins = [str(path)]
     parent = data.get("inherits")
     if parent and parent not in seen:
-        items, more = _bundled(parent, seen + (version,))
+        items, more = _bundled(parent, seen + (version,), leave_out)
         origins = more + origins
     for k, v in data["coefficients"].items():
+        if leave_out and set(v.get("from_logs", ())) == {leave_out}:
+            continue
         items[k] = _coefficient(k, v, v.get("source", ""))
     return items, origins
 
@@ -95,8 +102,10 @@ def fitted_profile_path(gpu_key: str, model: str | None, version: str) -> Path:
 
 
 def load(version: str, gpu_key: str | None = None, model: str | None = None,
-         extra: list[Path] | None = None) -> Coefficients:
-    items, origins = _bundled(version)
+         extra: list[Path] | None = None, leave_out: str | None = None) -> Coefficients:
+    """The coefficients for this version (and GPU and model, where `fit` wrote a profile here); `leave_out`: a
+    public log's name (tests/fixtures/public-logs) whose own figures must not be used (see _bundled)."""
+    items, origins = _bundled(version, leave_out=leave_out)
     layers: list[Path] = []
     if gpu_key:
         layers += [fitted_profile_path(gpu_key, None, version), fitted_profile_path(gpu_key, model, version)]

@@ -76,7 +76,10 @@ def deployment_from_log(facts: LogFacts, model: str | None = None, gpu: GPU | No
     if cache:
         flags = replace(flags, compile_cache=cache)
     src = resolve_model(model_ref_from_log(facts, model))
-    d = resolve(src, gpu_from_log(facts, gpu), rules_for(facts.vllm_version), flags)
+    rules = rules_for(facts.vllm_version)
+    if facts.sampler == "flashinfer" and rules.sampler == "sort":  # 0.10.0-0.11.0 with FlashInfer installed
+        rules = replace(rules, sampler="kernel")
+    d = resolve(src, gpu_from_log(facts, gpu), rules, flags)
     return replace(d, int4_kernel=facts.int4_kernel) if facts.int4_kernel else d
 
 

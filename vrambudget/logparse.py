@@ -84,6 +84,9 @@ PATTERNS: dict[str, re.Pattern[str]] = {
     "free_short": re.compile(r"Free memory on device \(([0-9.]+)/([0-9.]+) GiB\) on startup is less than desired"),
     "compile_key": re.compile(r"torch_compile_cache/([0-9a-f]+)/"),
     "int4_kernel": re.compile(r"Using (Machete|Marlin)LinearKernel for \w*(?:AWQ|GPTQ)\w*Method"),
+    # which top-k / top-p sampler the engine took (vLLM 0.10.0-0.11.0: FlashInfer's where installed, else torch's)
+    "sampler": re.compile(r"(Using FlashInfer) for top-p & top-k sampling|(Falling back to the PyTorch-native) "
+                          r"implementation of top-p & top-k"),
     "lab_max_len": re.compile(r"^LAB max_model_len (-?\d+)"),
     "desired": re.compile(r"Free memory on device \(([0-9.]+)/([0-9.]+) GiB\) on startup\. Desired GPU memory "
                           r"utilization is \(([0-9.]+), ([0-9.]+) GiB\)"),
@@ -154,6 +157,7 @@ class LogFacts:
     profiling_seconds: float | None = None  # 'Memory profiling takes N seconds' (JIT compiles land here)
     compile_key: str | None = None  # torch.compile cache directory hash (what decides cold vs warm)
     int4_kernel: str | None = None  # the kernel running 4-bit AWQ / GPTQ layers: "Machete" or "Marlin"
+    sampler: str | None = None  # top-k / top-p sampling as logged: "flashinfer" or "native" (None: not logged)
     estimated_max_model_len: int | None = None
     needed_kv_gib: float | None = None
     gpu_blocks: int | None = None  # V0 engine: '# GPU blocks: N' (blocks of 16 tokens)
@@ -180,6 +184,7 @@ def parse_log(text: str) -> LogFacts:
     oom_at: str | None = None
     crash_line: str | None = None
     args_seen = False
+    chunked: int | None = None  # the last 'Chunked prefill' line: the engine's (a `vllm serve` CLI logs one first)
     for line in text.splitlines():
         for key, pat in PATTERNS.items():
             m = pat.search(line)
@@ -199,7 +204,7 @@ def parse_log(text: str) -> LogFacts:
                 args_seen = True
                 f.args = {**f.args, **literal_args(g[0])}
             elif key == "chunked_prefill":  # the effective value, also where the args leave vLLM's default
-                f.args.setdefault("max_num_batched_tokens", int(g[0]))
+                chunked = int(g[0])
             elif key == "snapshot":
                 f.free_at_start_gib, f.total_gib, f.cuda_context_gib = map(float, g)
             elif key == "profiling":
@@ -256,6 +261,8 @@ def parse_log(text: str) -> LogFacts:
             elif key == "v0_too_small":
                 f.max_model_len, f.kv_cache_tokens = int(g[0]), int(g[1])
                 f.estimated_max_model_len = int(g[1])
+            elif key == "sampler":
+                f.sampler = "flashinfer" if g[0] else "native"
             elif key == "lab_max_len" and int(g[0]) > 0:
                 f.max_model_len = int(g[0])
         if "Compiling a graph for" in line:  # any graph compiled now makes the boot cold, also after loaded ones
@@ -269,6 +276,8 @@ def parse_log(text: str) -> LogFacts:
             crash_line = line.strip()[-300:]
         if READY.search(line):
             milestones.append("ready")
+    if chunked is not None:
+        f.args.setdefault("max_num_batched_tokens", chunked)
     f.outcome = _outcome(f, milestones, oom_at, crash_line)
     if f.outcome == "crashed" and not f.error:
         f.error = crash_line

@@ -61,6 +61,15 @@ class VllmRules:
     # rank under an AWQ, GPTQ or AutoRound (INC) checkpoint: Marlin needs >= 64 outputs per rank, so 0.26 replicates
     # it and slices b/a in forward (qwen_gdn_linear_attn.py maybe_disable_tp; vllm-project/vllm#35924). 0.20.2 shards it.
     gdn_ba_replicated_int4: bool = False
+    # How the profile's dummy sampler run applies top-k / top-p (v1/sample/ops/topk_topp_sampler.py): "sort" (torch
+    # sort of every logit row: 0.10-0.16, peaks at a measured number of bytes per logit, coefficients
+    # sampler_sort_*), "kernel" (0.17+: a Triton kernel for 8 rows or more, FlashInfer's where it is on: the fitted
+    # activation_sampler_factor). 0.10.0-0.11.0 take FlashInfer's sampler where FlashInfer is installed (vLLM's
+    # Docker image; pip's vllm lists it only as an extra); a log says which ran (LogFacts.sampler).
+    sampler: str = "kernel"
+    # The last minor version this range's rules were read for (e.g. "0.16": the sampler checked in 0.10.2-0.16.0's
+    # source), so a version up to it is inside the range, not between two ranges ("": only the range's own minor).
+    covers: str = ""
 
 
 _R020 = VllmRules(
@@ -86,12 +95,16 @@ _R019 = VllmRules(
 )
 
 RULES: dict[str, VllmRules] = {
-    # 0.10.x-0.18.x: not read in source; planned as 0.19, which every public log of them reproduces (the KV plan
-    # of the 0.10-0.18 logs in tests/fixtures/public-logs: exact or within the logged rounding) and whose budget
-    # keeps CUDA graphs outside (a public 0.10.2 H100 boot states its own split: 71.26 GiB requested = 56.93
-    # weights + 5.58 peak activation + 0.07 non-torch + 8.68 KV; its 0.69 GiB of graphs come on top:
-    # c-h100-qwen3-30b-a3b-v0.10.2.log)
-    "0.10": replace(_R019, version="0.10", description="vLLM 0.10.x-0.18.x (planned as 0.19: not read in source; "
+    # 0.10.x-0.18.x: their KV plan not read in source; planned as 0.19, which every public log of them reproduces
+    # (the KV plan of the 0.10-0.18 logs in tests/fixtures/public-logs: exact or within the logged rounding) and
+    # whose budget keeps CUDA graphs outside (a public 0.10.2 H100 boot states its own split: 71.26 GiB requested =
+    # 56.93 weights + 5.58 peak activation + 0.07 non-torch + 8.68 KV; its 0.69 GiB of graphs come on top:
+    # c-h100-qwen3-30b-a3b-v0.10.2.log). Their sampler read in the 0.10.2-0.17.1 wheels' source: a torch sort
+    # up to 0.16, a Triton kernel from 0.17.0.
+    "0.10": replace(_R019, version="0.10", sampler="sort", covers="0.16",
+                    description="vLLM 0.10.x-0.16.x (KV plan as 0.19's: not read in source, their public logs "
+                    "reproduce it; the sampler's top-k/top-p by sort, read in source)"),
+    "0.17": replace(_R019, version="0.17", description="vLLM 0.17.x-0.18.x (planned as 0.19: not read in source; "
                     "their public logs reproduce its KV plan)"),
     "0.19": _R019,
     "0.20": _R020,
@@ -155,9 +168,9 @@ def rules_for(version: str | None) -> VllmRules:
 # What changed from one modelled range to the next: from the 0.20.2 and 0.26.0 logs and the 0.20.2 / 0.26.0 /
 # 0.33.0 wheels' source. A version between two ranges has not been read, so which of these it has is not known.
 CHANGES: dict[tuple[str, str], tuple[str, ...]] = {
-    ("0.10", "0.19"): ("not known: 0.10-0.18 are planned as 0.19 (their public logs reproduce its KV plan); their "
-                       "activation peaks differ (a 0.10.2 boot at 1024 seqs logged 5.58 GiB where 0.19's coefficients "
-                       "give about 2.4)",),
+    ("0.10", "0.17"): ("the sampler's top-k / top-p: a torch sort of every logit row (0.10-0.16, 38 bytes a logit "
+                       "at its peak, measured) -> a Triton kernel (0.17+, about 15)",),
+    ("0.17", "0.19"): ("not known: 0.17-0.18 are planned as 0.19 (their public logs reproduce its KV plan)",),
     ("0.19", "0.20"): ("'GPU KV cache size' logged as concurrency x max_model_len", "CUDA graph memory in the budget"),
     ("0.20", "0.26"): ("default GMU 0.90 -> 0.92",
                        "activation peak: the forward pass's and the sampler's peaks no longer add (measured)",
@@ -192,7 +205,11 @@ class VersionChoice:
             what = f"{self.rules.version} rules from source, coefficients from 0.26.0 logs; not measured"
         else:
             src = "0.26.0" if _key(self.rules.version) >= (0, 26) else "0.20.2"
-            what = f"{self.rules.version} rules, coefficients from {src} logs; {self.asked} not measured"
+            if self.rules.sampler == "sort":
+                src += " logs, public 0.10.2 logs and the sort sampler measured on its own"
+            else:
+                src += " logs"
+            what = f"{self.rules.version} rules, coefficients from {src}; {self.asked} not measured"
         return f"vLLM {self.asked} ({how}{what})"
 
 
@@ -224,6 +241,9 @@ def choose_version(given: str | None) -> VersionChoice:
     if want > _key(NEWEST):
         warnings.append(f"vLLM {asked} is newer than the newest modelled release ({NEWEST}): planned with "
                         f"{NEWEST}'s rules, which nobody has checked against {asked}")
+    elif rules.covers and want <= _key(rules.covers):
+        warnings.append(f"vLLM {asked} is planned with the {rules.version} range, {rules.description}; its terms "
+                        "besides the sampler's are estimates: none was measured on it")
     elif want != base:
         nxt = min((k for k in RULES if _key(k) > want), key=_key)
         changed = CHANGES.get((rules.version, nxt), ())

@@ -51,7 +51,7 @@ def budget_table(p: Prediction) -> str:
         ["activation peak (profile_run)", g(b.activation_bytes),
          activation_formula(d)
          + (f" + {b.backend.name} workspace {b.backend.profiled_bytes / MiB:.0f} MiB" if b.backend.profiled_bytes else "")],
-        ["non-torch memory", g(b.non_torch_bytes), "measured (NCCL, cuBLAS workspaces)"],
+        ["non-torch memory", g(b.non_torch_bytes), "vLLM's startup logs (NCCL, cuBLAS workspaces, kernels loaded)"],
         ["CUDA graphs (estimate)", g(b.cudagraph_bytes),
          f"{b.num_cudagraphs} graphs" + ("" if b.cudagraph_in_budget else ", not subtracted by this version")
          if not d.enforce_eager else "eager: none"],
@@ -278,9 +278,12 @@ def table_text(t: dict[str, Any], target: dict[str, float | None] | None, tokens
 
 def activation_formula(d: Deployment) -> str:
     """How the profiled peak is built for this deployment (the budget's `activation`), in words."""
+    sort = d.rules.sampler == "sort"  # vLLM 0.10-0.16: top-k / top-p by a torch sort, no cold-compile copy (logs)
     forward = "tokens x MLP width" + ("" if d.enforce_eager else
-                                      " + warm compile" if d.compile_cache == "warm" else ", cold compile: vocab x hidden")
-    sampler = "rejection sampler x 2 rows" if d.spec_tokens else "sampler"
+                                      " + warm compile" if d.compile_cache == "warm" else
+                                      ", cold compile" if sort else ", cold compile: vocab x hidden")
+    sampler = ("sort sampler: rows x vocab x 38 B" if sort else
+               "rejection sampler x 2 rows" if d.spec_tokens else "sampler")
     lm = f"base + max({forward}; {sampler})"
     if d.with_vision:
         return f"max(vision encoder: patches x (width + MLP width / TP); {lm} + images held)"
