@@ -19,7 +19,9 @@ def test_given_versions_say_what_is_measured_and_what_is_not():
     between = choose_version("0.23.1")
     assert between.rules.version == "0.20" and not between.measured
     assert "0.23.1 not measured" in between.label
-    assert "between the modelled 0.20 and 0.26" in between.warnings[0] and "default GMU 0.90 -> 0.92" in between.warnings[0]
+    assert "between the modelled 0.20 and 0.26" in between.warnings[0] and "sliding-window layers keep 2 batches" in between.warnings[0]
+    assert between.rules.default_gmu == 0.92  # config/cache.py of the 0.20.0-0.22.1 wheels; 0.19: 0.90
+    assert choose_version("0.19.0").rules.default_gmu == 0.9
     measured26 = choose_version("0.26.0")
     assert measured26.measured and measured26.rules.version == "0.26" and not measured26.warnings
     later = choose_version("0.29.0")

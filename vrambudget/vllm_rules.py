@@ -74,7 +74,9 @@ class VllmRules:
 
 _R020 = VllmRules(
     version="0.20", description="vLLM 0.20.x (verified on 0.20.2 H200 logs)",
-    default_gmu=0.9, hybrid_block_multiple=16, align_block_multiple_hopper=16,
+    # default GMU 0.92: config/cache.py of the 0.20.0 / 0.20.2 / 0.21.0 / 0.22.1 wheels (every lab log sets its GMU;
+    # a public 0.22.1 boot without --gpu-memory-utilization logs 'The current --gpu-memory-utilization=0.9200')
+    default_gmu=0.92, hybrid_block_multiple=16, align_block_multiple_hopper=16,
     mamba_mode_default="none", align_hopper_extra_blocks=0, reserved_null_blocks=0,
     kv_tokens_formula="concurrency", cudagraph_estimate_in_budget=True, compile_key_has_max_model_len=True,
     measured="vLLM 0.20.2 startups on H100/H200 (tests/fixtures)",
@@ -171,9 +173,9 @@ CHANGES: dict[tuple[str, str], tuple[str, ...]] = {
     ("0.10", "0.17"): ("the sampler's top-k / top-p: a torch sort of every logit row (0.10-0.16, 38 bytes a logit "
                        "at its peak, measured) -> a Triton kernel (0.17+, about 15)",),
     ("0.17", "0.19"): ("not known: 0.17-0.18 are planned as 0.19 (their public logs reproduce its KV plan)",),
-    ("0.19", "0.20"): ("'GPU KV cache size' logged as concurrency x max_model_len", "CUDA graph memory in the budget"),
-    ("0.20", "0.26"): ("default GMU 0.90 -> 0.92",
-                       "activation peak: the forward pass's and the sampler's peaks no longer add (measured)",
+    ("0.19", "0.20"): ("'GPU KV cache size' logged as concurrency x max_model_len", "CUDA graph memory in the budget",
+                       "default GMU 0.90 -> 0.92 (config/cache.py of the 0.19.0 and 0.20.0 wheels)"),
+    ("0.20", "0.26"): ("activation peak: the forward pass's and the sampler's peaks no longer add (measured)",
                        "sliding-window layers keep 2 batches in flight beside the window (async scheduling)",
                        "4-bit AWQ / GPTQ layers load 1.5 bytes per group and output more (measured)",
                        "a GDN layer's b/a projection stays whole on each TP rank under AWQ / GPTQ / AutoRound (source)"),
