@@ -238,7 +238,7 @@ def sampler_peak(f: Features, c: Coefficients) -> float:
     states (tokens x hidden, bf16, whole on every TP rank) stay alive meanwhile."""
     rows = f.seqs * (2 if f.speculative else 1)
     held = c.get("sampler_holds_hidden_states", 0.0) * f.tokens * f.hidden * 2
-    if f.sampler_sort:
+    if f.sampler_sort:  # vLLM 0.10-0.16 (num_reqs rows; a drafter's rejection-sampler run there is not modelled)
         return sort_sampler_peak(min(f.seqs, f.tokens), f.vocab, c) + held
     factor = c["activation_sampler_factor"]
     if f.speculative:  # the rejection sampler's dummy run peaks at its own factor (profiles without it: the sampler's)

@@ -6,6 +6,7 @@ from typing import Any
 
 from tabulate import tabulate
 
+from ..coefficients import Coefficients
 from ..deployment import Deployment, gmu_flag
 from ..hardware.facts import gdn_prefill_path
 from ..predict import Answer, Prediction
@@ -49,7 +50,7 @@ def budget_table(p: Prediction) -> str:
          f"ESTIMATE: {d.drafter.name} config x {d.model.arch.dtype}; shares embed/lm_head" if b.mtp_weights_bytes
          else "off"],
         ["activation peak (profile_run)", g(b.activation_bytes),
-         activation_formula(d)
+         activation_formula(d, p.coefficients)
          + (f" + {b.backend.name} workspace {b.backend.profiled_bytes / MiB:.0f} MiB" if b.backend.profiled_bytes else "")],
         ["non-torch memory", g(b.non_torch_bytes), "vLLM's startup logs (NCCL, cuBLAS workspaces, kernels loaded)"],
         ["CUDA graphs (estimate)", g(b.cudagraph_bytes),
@@ -276,14 +277,18 @@ def table_text(t: dict[str, Any], target: dict[str, float | None] | None, tokens
                      else "") + ")")
 
 
-def activation_formula(d: Deployment) -> str:
-    """How the profiled peak is built for this deployment (the budget's `activation`), in words."""
-    sort = d.rules.sampler == "sort"  # vLLM 0.10-0.16: top-k / top-p by a torch sort, no cold-compile copy (logs)
+def activation_formula(d: Deployment, c: Coefficients | None = None) -> str:
+    """How the profiled peak is built for this deployment (the budget's `activation`), in words; with the
+    coefficients, the sort sampler's bytes per logit and whether a cold compile copies vocab x hidden."""
+    copy = c is None or c.get("cold_compile_vocab_hidden_factor", 1.0) > 0
     forward = "tokens x MLP width" + ("" if d.enforce_eager else
                                       " + warm compile" if d.compile_cache == "warm" else
-                                      ", cold compile" if sort else ", cold compile: vocab x hidden")
-    sampler = ("sort sampler: rows x vocab x 38 B" if sort else
-               "rejection sampler x 2 rows" if d.spec_tokens else "sampler")
+                                      ", cold compile: vocab x hidden" if copy else ", cold compile")
+    if d.rules.sampler == "sort":  # vLLM 0.10-0.16: top-k / top-p by a torch sort of every logit row
+        per = f" x {c['sampler_sort_bytes_per_logit']:.0f} B" if c is not None else ""
+        sampler = f"sort sampler: rows x vocab{per}"
+    else:
+        sampler = "rejection sampler x 2 rows" if d.spec_tokens else "sampler"
     lm = f"base + max({forward}; {sampler})"
     if d.with_vision:
         return f"max(vision encoder: patches x (width + MLP width / TP); {lm} + images held)"
