@@ -26,7 +26,7 @@ from tabulate import tabulate
 from vrambudget import coefficients as coeffs
 from vrambudget.hardware import catalog as gpus
 from vrambudget.errors import UserError
-from vrambudget.explain import compare_file, deployment_from_log
+from vrambudget.explain import available_from_log, compare_file, deployment_from_log
 from vrambudget.logparse import parse_log
 from vrambudget.kv.planner import (ceiling_for, plan_kv, reproduces_within_rounding, rounding_band_blocks,
                                    tokens_within_rounding)
@@ -123,23 +123,27 @@ def complete_summary(complete: list[dict]) -> list[str]:
 
 
 def check_public(path: Path, src: dict) -> dict:
-    """The checks one public log allows: (term, logged, predicted, verdict) rows, |errors| in GiB, plan verdict."""
+    """The checks one public log allows: (term, logged, predicted, verdict) rows, |errors| in GiB, plan verdict.
+    A log whose card is not named but whose total narrows it to a few ('gpu_candidates') is predicted on each; it
+    counts as predicted only where they agree within the log's 0.01 GiB rounding, and the row names them."""
     f = parse_log(path.read_text(errors="replace"))
     f.args = {**src.get("args", {}), **f.args}
     f.max_model_len = f.max_model_len or f.args.get("max_model_len")
+    names = [src["gpu"]] if src.get("gpu") else src.get("gpu_candidates", [])
     try:
-        gpu = gpus.lookup(src["gpu"]) if src.get("gpu") else None
+        cards = [gpus.lookup(n) for n in names]
     except UserError:  # named, but not in the catalog (its total not in hand): only what the log states is checked
-        gpu = None
-    if gpu is None:
+        cards = []
+    if not cards:
         label = f"NVIDIA {src['gpu'].upper()}" if src.get("gpu") else f"unnamed ({f.total_gib or '?'} GiB)"
         return {"rows": [["GPU", "", "not in the catalog", "; ".join(src["unknown_terms"])]], "errors": [],
                 "plan": None, "gpu": label, "estimate": None}
+    gpu = cards[0]
     model = src.get("model")
     if model and model.startswith("tests/"):
         model = str(ROOT / model)
     rows, errors, plan = [], [], None
-    if f.total_gib is not None:
+    if f.total_gib is not None and src.get("gpu"):
         err = gpu.total_bytes / GiB - f.total_gib
         errors.append(abs(err))
         rows.append(["GPU total (CUDA)", f"{f.total_gib:.2f}", f"{gpu.total_bytes / GiB:.2f}", f"{err:+.2f}"])
@@ -149,12 +153,14 @@ def check_public(path: Path, src: dict) -> dict:
         f.vllm_version = src.get("plan_rules") or f.vllm_version
         d = deployment_from_log(f, model, gpu, drafter=src.get("drafter"))
     needs_budget = d is not None and (src.get("weights_checked") or src.get("predict"))
-    b = (predict(d, coeffs.load(d.rules.version, gpu.key, d.model.ref, leave_out=path.name)).budget
-         if needs_budget else None)  # leave-one-out: a coefficient taken from this log is not used for it
+    from_log = src.get("weights") == "log" and f.weights_gib is not None
+    p, pred = (available_from_log(f, d, leave_out=path.name, weights_from_log=from_log)  # leave-one-out
+               if needs_budget else (None, None))
+    b = p.budget if p else None
     if b is not None and src.get("weights_checked") and f.weights_gib is not None:
-        pred = (b.weights_bytes + b.mtp_weights_bytes) / GiB
-        errors.append(abs(pred - f.weights_gib))
-        rows.append(["weights", f"{f.weights_gib:.2f}", f"{pred:.2f}", f"{pred - f.weights_gib:+.2f}"])
+        w = (b.weights_bytes + b.mtp_weights_bytes) / GiB
+        errors.append(abs(w - f.weights_gib))
+        rows.append(["weights", f"{f.weights_gib:.2f}", f"{w:.2f}", f"{w - f.weights_gib:+.2f}"])
     if d is not None and needs_plan:
         layout = layout_for(d)
         if f.gpu_blocks is not None:  # V0: blocks of 16 tokens from the logged KV memory
@@ -163,25 +169,33 @@ def check_public(path: Path, src: dict) -> dict:
                          f"{(round(f.available_kv_gib * GiB) // layout.bytes_per_block):,}",
                          "within rounding" if plan else "DIFFERS"])
         elif f.kv_cache_tokens is not None:
-            p, exact, rounding = plan_verdict(layout, f, f.max_model_len, d.rules,
-                                              d.model.arch.max_position_embeddings, explicit=True)
+            pl, exact, rounding = plan_verdict(layout, f, f.max_model_len, d.rules,
+                                               d.model.arch.max_position_embeddings, explicit=True)
             plan = exact or rounding
-            rows.append(["KV plan: tokens (from logged available)", f"{f.kv_cache_tokens:,}", f"{p.kv_cache_tokens:,}",
+            rows.append(["KV plan: tokens (from logged available)", f"{f.kv_cache_tokens:,}", f"{pl.kv_cache_tokens:,}",
                          "exact" if exact else "within rounding" if plan else "DIFFERS"])
     elif src.get("plan_unknown"):
         rows.append(["KV plan", "", "not checked", src["plan_unknown"]])
     logged = "" if f.available_kv_gib is None else f"{f.available_kv_gib:.2f}"
-    if b is not None and src.get("predict") and f.available_kv_gib is not None:
+    unknown = "; ".join(src["unknown_terms"])
+    if pred is not None and src.get("predict") and f.available_kv_gib is not None:
         # every flag and the checkpoint known: predicted, with the terms not measured there estimated (named)
-        pred = b.available_kv_bytes / GiB
-        if src.get("weights") == "log" and f.weights_gib is not None:  # the weights term as the log reports it
-            pred += (b.weights_bytes + b.mtp_weights_bytes) / GiB - f.weights_gib
-        estimate = pred - f.available_kv_gib
-        rows.append(["available KV cache (estimate)", logged, f"{pred:.2f}",
-                     f"{estimate:+.2f}; estimated: " + "; ".join(src["unknown_terms"])])
+        preds = [pred] + [available_from_log(f, deployment_from_log(f, model, g, drafter=src.get("drafter")),
+                                             leave_out=path.name, weights_from_log=from_log)[1] for g in cards[1:]]
+        if max(preds) - min(preds) <= 0.01:
+            estimate = max(preds, key=lambda x: abs(x - f.available_kv_gib)) - f.available_kv_gib
+            on = (f" (the same on each card the log's total allows: {', '.join(g.name for g in cards)})"
+                  if len(cards) > 1 else "")
+            rows.append(["available KV cache (estimate)", logged, f"{pred:.2f}",
+                         f"{estimate:+.2f}{on}; estimated: " + unknown])
+        else:
+            rows.append(["available KV cache", logged, "unknown term",
+                         f"the card decides it ({min(preds):.2f}-{max(preds):.2f} GiB on "
+                         f"{', '.join(g.name for g in cards)}); " + unknown])
     else:
-        rows.append(["available KV cache", logged, "unknown term", "; ".join(src["unknown_terms"])])
-    return {"rows": rows, "errors": errors, "plan": plan, "gpu": gpu.name, "estimate": estimate}
+        rows.append(["available KV cache", logged, "unknown term", unknown])
+    label = gpu.name if src.get("gpu") else f"unnamed ({f.total_gib or '?'} GiB)"
+    return {"rows": rows, "errors": errors, "plan": plan, "gpu": label, "estimate": estimate}
 
 
 def ceiling_error(layout, rules, logged_gib: float, predicted_bytes: int, model_max: int) -> tuple[int, int, float]:

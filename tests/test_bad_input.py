@@ -137,6 +137,8 @@ CASES = [
     Case("version-word", ["predict", "--vllm-version", "latest"], ("'latest'", "0.20.2")),
     Case("version-too-old", ["predict", "--vllm-version", "0.1.0"], ("0.1.0", "oldest")),
     Case("backend-unknown", ["predict", "--attention-backend", "FAST"], ("'FAST'", "TRITON_ATTN")),
+    Case("lora-rank-without-lora", ["predict", "--max-lora-rank", "64"], ("--max-lora-rank", "--enable-lora")),
+    Case("lora-slots-zero", ["predict", "--enable-lora", "--max-loras", "0"], ("--max-loras", "x>=1")),
     Case("simulated-on-unknown", ["predict", "--simulated-on", "tpu"], ("'tpu'",)),
     Case("simulated-on-smaller", ["predict", "--gpu", "h100", "--simulated-on", "4060ti"], ("--simulated-on",)),
     Case("probe-simulate-unknown", ["probe", "--simulate-gpu", "tpu"], ("'tpu'",)),

@@ -9,7 +9,7 @@ import pytest
 from vrambudget import coefficients as coeffs
 from vrambudget.deployment import Flags, resolve, serving_dtype
 from vrambudget.errors import UserError
-from vrambudget.explain import deployment_from_log, gpu_from_log
+from vrambudget.explain import available_from_log, deployment_from_log, gpu_from_log
 from vrambudget.hardware import catalog as gpus
 from vrambudget.logparse import parse_log
 from vrambudget.model.checkpoint import resolve_model
@@ -21,14 +21,13 @@ from vrambudget.vllm_rules import choose_version, rules_for
 from .test_public_logs import PUBLIC, SOURCES, facts, model_path
 
 
-def predicted_available(name: str) -> tuple[float, float]:
-    """(logged, predicted) available KV memory in GiB for one complete public log, as benchmarks/accuracy.py does it."""
+def predicted_available(name: str, gpu: str | None = None) -> tuple[float, float]:
+    """(logged, predicted) available KV memory in GiB for one complete public log, as benchmarks/accuracy.py does it
+    (explain.available_from_log, leave-one-out); `gpu` for a log whose card is not named (sources.json
+    'gpu_candidates')."""
     f, src = facts(name)
-    d = deployment_from_log(f, model_path(src["model"]), gpus.lookup(src["gpu"]))
-    b = predict(d, coeffs.load(d.rules.version, d.gpu.key, d.model.ref, leave_out=name)).budget  # leave-one-out
-    pred = b.available_kv_bytes / GiB
-    if src.get("weights") == "log":
-        pred += (b.weights_bytes + b.mtp_weights_bytes) / GiB - f.weights_gib
+    d = deployment_from_log(f, model_path(src["model"]), gpus.lookup(gpu or src["gpu"] or src["gpu_candidates"][0]), drafter=src.get("drafter"))
+    _, pred = available_from_log(f, d, leave_out=name, weights_from_log=src.get("weights") == "log")
     return f.available_kv_gib, pred
 
 

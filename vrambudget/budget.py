@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from .model.arch import FULL, ModelArch
 from .model.checkpoint import weights_from_tensors
+from .model.lora import lora_buffer_bytes, not_modelled as lora_not_modelled
 from .coefficients import Coefficients
 from .deployment import Deployment, kv_backend_class
 from .hardware.facts import Backend, Fact, attention_backend, backend_named, cuda_context, int4_load
@@ -91,7 +92,16 @@ def context_for(d: Deployment, c: Coefficients) -> Fact:
 
 
 def weight_bytes(d: Deployment) -> WeightBytes:
-    """Exact from safetensors headers where the model has them, else computed from the config."""
+    """Exact from safetensors headers where the model has them, else computed from the config; with --enable-lora,
+    the LoRA slots vLLM allocates as it loads (model/lora.py) are part of the model's load."""
+    w = _checkpoint_bytes(d)
+    if d.lora is None or lora_not_modelled(d.model.arch):
+        return w
+    extra = lora_buffer_bytes(d.model.arch, d.lora, d.tp, dtype_bytes(d.model.arch.dtype))
+    return WeightBytes(w.model + extra, w.mtp, w.vision, w.source)
+
+
+def _checkpoint_bytes(d: Deployment) -> WeightBytes:
     a = d.model.arch
     int4 = int4_load(d.gpu, d.rules.int4_group_load_extra_bytes, d.int4_kernel)
     if d.model.tensors:

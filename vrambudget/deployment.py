@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .model.checkpoint import ModelSource
+from .model.lora import LoraSlots
 from .errors import UserError
 from .hardware.catalog import GPU
 from .units import GiB
@@ -64,6 +65,7 @@ class Flags:
     allow_long_max_model_len: bool = False  # VLLM_ALLOW_LONG_MAX_MODEL_LEN=1: a max_model_len above the model's
     attention_backend: str | None = None  # vLLM's --attention-backend (None: the one vLLM picks)
     draft_model: str | None = None  # an external drafter (DFlash): bundled name or a folder with its config.json
+    lora: LoraSlots | None = None  # --enable-lora with its --max-loras / --max-lora-rank (None: no LoRA)
 
 
 SPEC_METHODS = ("mtp", "ngram", "dflash")
@@ -117,6 +119,7 @@ class Deployment:
     expandable_segments: bool = False
     flashinfer_workspace_bytes: int | None = None
     dtype_flag: str = "auto"  # --dtype as given (the resolved dtype is model.arch.dtype)
+    lora: LoraSlots | None = None  # --enable-lora: slots allocated at load (model/lora.py)
 
     @property
     def version_label(self) -> str:
@@ -177,6 +180,14 @@ class Deployment:
             args.append("--language-model-only")
         if self.attention_backend:
             args += ["--attention-backend", self.attention_backend]
+        if self.lora is not None:
+            args.append("--enable-lora")
+            if self.lora.max_loras != 1:
+                args += ["--max-loras", str(self.lora.max_loras)]
+            if self.lora.max_rank != 16:
+                args += ["--max-lora-rank", str(self.lora.max_rank)]
+            if self.lora.fully_sharded:
+                args.append("--fully-sharded-loras")
         return args
 
     def inputs(self) -> dict[str, Any]:
@@ -195,6 +206,8 @@ class Deployment:
             "max_model_len_given": self.max_model_len_given,
             "enable_prefix_caching": self.enable_prefix_caching, "mamba_cache_mode": self.mamba_mode,
             "tensor_parallel_size": self.tp, "compile_cache": self.compile_cache,
+            "lora": None if self.lora is None else {"max_loras": self.lora.max_loras, "max_lora_rank": self.lora.max_rank,
+                                                     "fully_sharded_loras": self.lora.fully_sharded},
             "language_model_only": self.language_model_only, "other_gpu_bytes": self.other_gpu_bytes,
             "free_at_start_bytes": self.free_at_start_bytes, "expandable_segments": self.expandable_segments,
             "flashinfer_workspace_bytes": self.flashinfer_workspace_bytes,
@@ -309,4 +322,5 @@ def resolve(model: ModelSource, gpu: GPU, rules: VllmRules, flags: Flags) -> Dep
                       flags.other_gpu_bytes, flags.speculative_method if k else "mtp", tuple(defaults),
                       flags.attention_backend.upper() if flags.attention_backend else None, drafter=drafter,
                       free_at_start_bytes=flags.free_at_start_bytes, expandable_segments=flags.expandable_segments,
-                      flashinfer_workspace_bytes=flags.flashinfer_workspace_bytes, dtype_flag=flags.dtype.lower())
+                      flashinfer_workspace_bytes=flags.flashinfer_workspace_bytes, dtype_flag=flags.dtype.lower(),
+                      lora=flags.lora)

@@ -8,10 +8,12 @@ from pathlib import Path
 
 from . import coefficients as coeffs
 from .model.checkpoint import bundled_models, resolve_model
+from .model.lora import LoraSlots
 from .coefficients import Coefficients
 from .deployment import Deployment, Flags, resolve
 from .errors import UserError
 from .hardware.catalog import GPU, catalog, from_memory
+from .hardware.facts import under_wsl
 from .logparse import LogFacts, flags_from_args, parse_log
 from .predict import Prediction, predict
 from .units import GiB
@@ -35,13 +37,16 @@ def model_ref_from_log(facts: LogFacts, override: str | None = None) -> str:
 
 def gpu_from_log(facts: LogFacts, override: GPU | None = None) -> GPU:
     """The catalog GPU whose CUDA total matches the log's (to 0.01 GiB), else a custom one. A GPU named by the caller
-    keeps its chip facts but takes the total the log states where they differ (that machine's own reading)."""
+    keeps its chip facts but takes the total the log states where they differ (that machine's own reading), or, under
+    WSL 2 where the log states none, the whole memory CUDA reports there."""
     logged = facts.total_gib
 
     def matches(g: GPU) -> bool:  # the log rounds to 0.01 GiB
         return abs(g.total_gib - logged) < 0.006
 
     if override:
+        if logged is None and facts.wsl:  # CUDA's total under WSL 2 is the whole memory (gpu_facts.json wsl_total)
+            return under_wsl(override)
         if logged is None or matches(override):
             return override
         return replace(override, total_bytes=int(logged * GiB),
@@ -108,6 +113,22 @@ def compare(facts: LogFacts, d: Deployment, c: Coefficients | None = None) -> Co
         row("available KV cache", facts.available_kv_gib, b.available_kv_bytes),
     ]
     return Comparison(facts, p, rows)
+
+
+def available_from_log(facts: LogFacts, d: Deployment, leave_out: str | None = None,
+                       weights_from_log: bool = False) -> tuple[Prediction, float]:
+    """The prediction for a log's deployment and the available KV memory it gives, in GiB. `leave_out`: the log's
+    file name, so that a coefficient taken from that log alone is not used to predict it (leave-one-out);
+    `weights_from_log`: the weights term as the log's 'Model loading took' states it (a quantized checkpoint whose
+    quantization config is not in hand), every other term predicted."""
+    p = predict(d, coeffs.load(d.rules.version, d.gpu.key, d.model.ref, leave_out=leave_out))
+    b = p.budget
+    available = b.available_kv_bytes / GiB
+    if weights_from_log:
+        if facts.weights_gib is None:
+            raise UserError("the log has no 'Model loading took' line, so its weights term cannot be taken from it")
+        available += (b.weights_bytes + b.mtp_weights_bytes) / GiB - facts.weights_gib
+    return p, available
 
 
 def compare_file(path: Path, model: str | None = None, gpu: GPU | None = None,
@@ -243,5 +264,7 @@ def deployment_from_record(rec: dict) -> Deployment:
                   max_num_batched_tokens=i["max_num_batched_tokens"], max_model_len=i["max_model_len"],
                   enable_prefix_caching=i["enable_prefix_caching"], tensor_parallel_size=i["tensor_parallel_size"],
                   compile_cache=(rec.get("facts") or {}).get("compile") or i["compile_cache"],
-                  language_model_only=i["language_model_only"])
+                  language_model_only=i["language_model_only"],
+                  lora=LoraSlots(i["lora"]["max_loras"], i["lora"]["max_lora_rank"], i["lora"]["fully_sharded_loras"])
+                  if i.get("lora") else None)
     return resolve(resolve_model(ref), gpu, rules_for(rec.get("vllm_version") or i.get("vllm_version")), flags)

@@ -25,7 +25,6 @@ OBJECT_REPR = re.compile(r"\b[A-Z]\w*\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)")
 # vLLM flags that change what a startup allocates and that the memory model does not count: a log that sets one is
 # explained with it named (its prediction leaves that memory out)
 UNMODELLED_ARGS = {
-    "enable_lora": "LoRA adapters (vLLM keeps max_loras x max_lora_rank buffers per layer)",
     "cpu_offload_gb": "CPU weight offload",
     "kv_transfer_config": "a KV transfer connector",
     "enable_sleep_mode": "sleep mode (CuMem allocator)",
@@ -87,6 +86,8 @@ PATTERNS: dict[str, re.Pattern[str]] = {
     # which top-k / top-p sampler the engine took (vLLM 0.10.0-0.11.0: FlashInfer's where installed, else torch's)
     "sampler": re.compile(r"(Using FlashInfer) for top-p & top-k sampling|(Falling back to the PyTorch-native) "
                           r"implementation of top-p & top-k"),
+    # vLLM under WSL 2 (platforms/interface.py): CUDA reports the card's whole memory there (gpu_facts.json wsl_total)
+    "wsl": re.compile(r"as WSL is detected"),
     "lab_max_len": re.compile(r"^LAB max_model_len (-?\d+)"),
     "desired": re.compile(r"Free memory on device \(([0-9.]+)/([0-9.]+) GiB\) on startup\. Desired GPU memory "
                           r"utilization is \(([0-9.]+), ([0-9.]+) GiB\)"),
@@ -158,6 +159,7 @@ class LogFacts:
     compile_key: str | None = None  # torch.compile cache directory hash (what decides cold vs warm)
     int4_kernel: str | None = None  # the kernel running 4-bit AWQ / GPTQ layers: "Machete" or "Marlin"
     sampler: str | None = None  # top-k / top-p sampling as logged: "flashinfer" or "native" (None: not logged)
+    wsl: bool = False  # vLLM ran under WSL 2 ('Using pin_memory=False as WSL is detected')
     estimated_max_model_len: int | None = None
     needed_kv_gib: float | None = None
     gpu_blocks: int | None = None  # V0 engine: '# GPU blocks: N' (blocks of 16 tokens)
@@ -263,6 +265,8 @@ def parse_log(text: str) -> LogFacts:
                 f.estimated_max_model_len = int(g[1])
             elif key == "sampler":
                 f.sampler = "flashinfer" if g[0] else "native"
+            elif key == "wsl":
+                f.wsl = True
             elif key == "lab_max_len" and int(g[0]) > 0:
                 f.max_model_len = int(g[0])
         if "Compiling a graph for" in line:  # any graph compiled now makes the boot cold, also after loaded ones
@@ -331,6 +335,11 @@ def flags_from_args(args: dict[str, Any]) -> dict[str, Any]:
         out["max_model_len"] = -1 if str(v).lower() in ("-1", "auto") else int(v)
     if "enable_prefix_caching" in args:
         out["enable_prefix_caching"] = bool(args["enable_prefix_caching"])
+    if args.get("enable_lora") not in (None, False, "False"):
+        from .model.lora import LoraSlots
+
+        out["lora"] = LoraSlots(int(args.get("max_loras", 1)), int(args.get("max_lora_rank", 16)),
+                                bool(args.get("fully_sharded_loras", False)))
     # vLLM loads a multimodal checkpoint's tower unless told otherwise (the tool's own default is the reverse)
     out["language_model_only"] = bool(args.get("language_model_only", False))
     return out

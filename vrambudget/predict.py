@@ -18,6 +18,7 @@ from .model.arch import SLIDING
 from .kv.planner import DraftLayers, KVLayout, KVPlan, build_layout, ceiling_for, kv_needed_bytes, plan_startup
 from .units import GiB
 from .model.weights import WeightBytes
+from .model.lora import not_modelled as lora_not_modelled
 
 
 def layout_for(d: Deployment) -> KVLayout:
@@ -167,6 +168,11 @@ def estimated_terms(d: Deployment, b: Budget) -> list[str]:
     elif d.vllm is None and not d.rules.measured:
         out.append(f"vLLM {d.rules.version} coefficients (inherited from measured ranges, not measured)")
     out.extend(d.model.arch.assumptions)
+    if d.lora is not None:
+        why = lora_not_modelled(d.model.arch)
+        out.append(f"LoRA: {why}: its slots are left out of the budget" if why else
+                   f"LoRA slots ({d.lora.max_loras} x rank {d.lora.max_rank}: shapes from vLLM 0.22.1's source, "
+                   "loaded as weights; the kernels' per-token buffers not measured)")
     if d.drafter is not None and d.spec_tokens:
         out.append(f"DFlash drafter {d.drafter.name}: weights from its config (one vLLM 0.26.0 startup: within "
                    "0.05 GiB), its CUDA graphs not measured (KV layers checked on vLLM 0.20 and 0.26.0 logs)")

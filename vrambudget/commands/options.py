@@ -40,6 +40,9 @@ class DeploymentOptions:
     attention_backend: Optional[str] = None
     free_memory: Optional[str] = None
     simulated_on: Optional[str] = None
+    enable_lora: bool = False
+    max_loras: Optional[int] = None
+    max_lora_rank: Optional[int] = None
 
     def with_(self, **changes: Any) -> "DeploymentOptions":
         from dataclasses import replace
@@ -100,6 +103,12 @@ OPTIONS: dict[str, Opt] = {o.name: o for o in (
         panel=P),
     Opt("free_memory", ("--free-memory",), str, None, "The free memory vLLM sees at start where you know it, e.g. "
         "15.56GiB (its log's 'Free memory on device (X/Y GiB) on startup'): replaces the CUDA-context estimate."),
+    Opt("enable_lora", ("--enable-lora",), bool, False, "LoRA adapters: vLLM allocates --max-loras slots of rank "
+        "--max-lora-rank for every linear layer as it loads (dense models).", panel=P),
+    Opt("max_loras", ("--max-loras",), int, None, "LoRA slots on the GPU (vLLM's default 1; needs --enable-lora).",
+        min=1, panel=P),
+    Opt("max_lora_rank", ("--max-lora-rank",), int, None, "The largest LoRA rank served (vLLM's default 16; needs "
+        "--enable-lora).", min=1, panel=P),
     Opt("simulated_on", ("--simulated-on",), str, None, "Plan the --gpu card as `probe --simulate-gpu` measures it on "
         "this bigger GPU (e.g. h100): that chip's architecture, kernels and CUDA context with the card's memory."),
 )}
@@ -213,6 +222,7 @@ def build(o: DeploymentOptions):
     from ..hardware import catalog
     from ..hardware.facts import known_backends
     from ..model.checkpoint import resolve_model
+    from ..model.lora import LoraSlots
     from ..units import parse_size, parse_tokens
     from ..vllm_rules import choose_version
 
@@ -230,6 +240,9 @@ def build(o: DeploymentOptions):
     mml: int | None = None
     if o.max_model_len is not None:
         mml = -1 if str(o.max_model_len).lower() in ("auto", "-1") else parse_tokens(o.max_model_len, "--max-model-len")
+    if not o.enable_lora and (o.max_loras or o.max_lora_rank):
+        raise UserError("--max-loras / --max-lora-rank size LoRA slots: add --enable-lora (vLLM ignores them without)")
+    lora = LoraSlots(o.max_loras or 1, o.max_lora_rank or 16) if o.enable_lora else None
     backend = None
     if o.attention_backend:
         backend = o.attention_backend.upper()
@@ -243,7 +256,7 @@ def build(o: DeploymentOptions):
                   enable_prefix_caching=o.enable_prefix_caching, tensor_parallel_size=o.tensor_parallel_size,
                   compile_cache=o.compile_cache, language_model_only=o.language_model_only,
                   other_gpu_bytes=parse_size(o.other_gpu_usage, "--other-gpu-usage") if o.other_gpu_usage else 0,
-                  attention_backend=backend, draft_model=draft,
+                  attention_backend=backend, draft_model=draft, lora=lora,
                   free_at_start_bytes=parse_size(o.free_memory, "--free-memory") if o.free_memory else None)
     flags = replace(flags, **environment())
     src = resolve_model(o.model)

@@ -4,14 +4,14 @@ bundled data; every answer carries its source and whether it was measured."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
 from .catalog import GPU, architecture_of
 from ..profiles import bundled_dir, read_json
 from ..model.weights import Int4Load
-from ..units import GiB
+from ..units import GiB, MiB
 
 
 @dataclass(frozen=True)
@@ -193,3 +193,15 @@ def int4_load(gpu: GPU, extra_bytes_per_group: float = 0.0, kernel: str | None =
                             bool(r["g_idx_kept"]), extra_bytes_per_group)
     return Int4Load(extra_bytes_per_group=extra_bytes_per_group)
 
+
+
+def under_wsl(gpu: GPU) -> GPU:
+    """The card as CUDA reports it under WSL 2: its whole memory (the catalog's memory_mib) as the total
+    (gpu_facts.json wsl_total). A card without memory_mib keeps its total, and its source says so."""
+    rule = _facts()["wsl_total"]
+    if gpu.memory_mib is None:
+        return replace(gpu, source=f"{gpu.source}; under WSL 2 CUDA reports the whole memory, not in the catalog "
+                                   f"for this card, so the native total stands (an estimate)")
+    return replace(gpu, total_bytes=gpu.memory_mib * MiB,
+                   source=f"estimate: under WSL 2 CUDA reports the whole {gpu.memory_mib:,} MiB "
+                          f"(gpu_facts.json wsl_total, {len(rule['evidence'])} public observations)")

@@ -9,6 +9,7 @@ from tabulate import tabulate
 from ..coefficients import Coefficients
 from ..deployment import Deployment, gmu_flag
 from ..hardware.facts import gdn_prefill_path
+from ..model.lora import not_modelled as lora_not_modelled
 from ..predict import Answer, Prediction
 from ..runtime import Verdict
 from ..units import GiB, MiB
@@ -44,7 +45,9 @@ def budget_table(p: Prediction) -> str:
             f"config shapes{' + ' + str(q.get('quant_method')) + ' ' + str(q.get('bits', '')) + '-bit' if q else ' x ' + d.model.arch.dtype}")
     rows: list[list[Any]] = [
         ["budget = ceil(total x GMU)", g(b.requested_bytes), f"{d.gpu.total_bytes:,} B x {gmu_flag(d.gmu)}"],
-        ["weights (target)", g(b.weights_bytes), f"{wsrc} + load overhead"],
+        ["weights (target)", g(b.weights_bytes), f"{wsrc} + load overhead" + (
+            f" + LoRA slots ({d.lora.max_loras} x rank {d.lora.max_rank})"
+            if d.lora is not None and not lora_not_modelled(d.model.arch) else "")],
         ["MTP drafter weights" if d.drafter is None else "DFlash drafter weights", g(b.mtp_weights_bytes),
          "fc + decoder layer(s); shares embed/lm_head" if d.mtp else
          f"ESTIMATE: {d.drafter.name} config x {d.model.arch.dtype}; shares embed/lm_head" if b.mtp_weights_bytes
@@ -316,6 +319,8 @@ def explain_text(name: str, cmp: Any) -> str:
     head = (f"{name}: vLLM {facts.vllm_version or '?'} | {i['model']} on {i['gpu']} | GMU {d.gmu:.2f} | "
             f"KV {d.kv_cache_dtype} | {'eager' if d.enforce_eager else 'graphs (' + d.compile_cache + ' compile)'}"
             f" | {spec} | seqs {d.max_num_seqs} | batched {d.max_num_batched_tokens}")
+    if facts.wsl:
+        head += f"\nunder WSL 2: the GPU's total taken as {d.gpu.total_gib:.2f} GiB ({d.gpu.source})"
     rows = [[t, "-" if lg is None else f"{lg:.2f}", f"{pr:.2f}", "" if e is None else f"{e:+.2f}"]
             for t, lg, pr, e in cmp.rows]
     table = tabulate(rows, headers=["term", "logged GiB", "predicted GiB", "difference"], tablefmt="simple",
