@@ -23,14 +23,13 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from vrambudget import coefficients as coeffs
 from vrambudget.hardware import catalog as gpus
 from vrambudget.errors import UserError
 from vrambudget.explain import available_from_log, compare_file, deployment_from_log
 from vrambudget.logparse import parse_log
 from vrambudget.kv.planner import (ceiling_for, plan_kv, reproduces_within_rounding, rounding_band_blocks,
                                    tokens_within_rounding)
-from vrambudget.predict import layout_for, predict
+from vrambudget.predict import layout_for
 from vrambudget.units import GiB
 
 ROOT = Path(__file__).resolve().parent.parent

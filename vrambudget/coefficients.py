@@ -112,7 +112,7 @@ def load(version: str, gpu_key: str | None = None, model: str | None = None,
     layers += extra or []
     for p in layers:
         if p.is_file():
-            fix = f"; delete it to use the bundled profile, or refit it with `vrambudget fit` (it was fitted here)"
+            fix = "; delete it to use the bundled profile, or refit it with `vrambudget fit` (it was fitted here)"
             for k, v in _read(p, fix)["coefficients"].items():
                 items[k] = _coefficient(k, v, v.get("source", str(p)))
             origins.append(str(p))

@@ -272,7 +272,9 @@ def resolve(model: ModelSource, gpu: GPU, rules: VllmRules, flags: Flags) -> Dep
             raise UserError("speculative method 'dflash' needs its drafter: add \"model\": NAME or a folder with its "
                             f"config.json to the speculative config (bundled: {', '.join(bundled_drafters())})")
         drafter = load_drafter(flags.draft_model)
-    big = gpu.total_bytes >= rules.big_gpu_threshold_gib * GiB and "A100" not in gpu.name.upper()
+    # vLLM reads the total through NVML for its batch defaults: a card NVML gives none for (GB10) gets the small ones
+    big = (gpu.nvml_memory and gpu.total_bytes >= rules.big_gpu_threshold_gib * GiB
+           and "A100" not in gpu.name.upper())
     d_tokens, d_seqs = rules.serve_defaults_big if big else rules.serve_defaults_small
     seqs = flags.max_num_seqs or d_seqs
     auto_fit = flags.max_model_len == -1

@@ -24,6 +24,7 @@ class GPU:
     free_bytes: int | None = None  # free memory now, read through NVML (--gpu auto only)
     unified_memory: bool = False  # memory shared with the CPU (GB10): free at startup moves with the host's state
     memory_mib: int | None = None  # the whole memory as nvidia-smi lists it (CUDA's total under WSL 2)
+    nvml_memory: bool = True  # NVML reports the memory total (False on the GB10: vLLM then takes its small defaults)
 
     @property
     def is_hopper(self) -> bool:
@@ -55,7 +56,8 @@ def catalog() -> dict[str, GPU]:
     data = read_json(bundled_dir() / "gpus.json")["gpus"]
     return {k: GPU(k, v["name"], int(v["total_bytes"]), str(v["compute_capability"]), v["source"],
                    sms=v.get("sms"), architecture=v.get("architecture") or architecture_of(str(v["compute_capability"])),
-                   unified_memory=bool(v.get("unified_memory")), memory_mib=v.get("memory_mib"))
+                   unified_memory=bool(v.get("unified_memory")), memory_mib=v.get("memory_mib"),
+                   nvml_memory=v.get("nvml_memory", True))
             for k, v in data.items()}
 
 
