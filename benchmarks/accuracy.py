@@ -91,7 +91,8 @@ def public_rows(by_gpu: dict[str, dict], complete: list[dict]) -> list[list[str]
         if src.get("complete"):
             complete.append({"log": name, "gpu": c["gpu"], "vllm": src.get("vllm"), "estimate": c["estimate"],
                              "plan": c["plan"], "missing": None if c["estimate"] is not None else src["unknown_terms"][0],
-                             "repeat_of": src.get("repeat_of")})
+                             "repeat_of": src.get("repeat_of"),
+                             "unified": bool(src.get("gpu")) and gpus.lookup(src["gpu"]).unified_memory})
     return rows
 
 
@@ -117,6 +118,11 @@ def complete_summary(complete: list[dict]) -> list[str]:
             f"of them {len(distinct)} distinct configurations ({len(complete) - len(distinct)} logs are other boots of "
             f"a configuration already counted, sources.json 'repeat_of'): predicted on {len(est1)}"
             + (f", median |error| {statistics.median(est1):.2f} GiB" if est1 else ""))
+    discrete = [abs(c["estimate"]) for c in complete if c["estimate"] is not None and not c["unified"]]
+    if discrete and len(discrete) < len(est):
+        head += (f"\non discrete GPUs (leaving out the GB10, whose host processes' memory during the profile counts as "
+                 f"vLLM's non-torch memory: gpu_facts.json unified_memory): predicted on {len(discrete)}, median |error| "
+                 f"{statistics.median(discrete):.2f} GiB, worst {max(discrete):.2f}")
     return [tabulate(rows, headers=["GPU kind", "complete logs", "predicted", "median |error| GiB", "worst",
                                     "KV plan reproduced"], tablefmt="simple", disable_numparse=True), head]
 

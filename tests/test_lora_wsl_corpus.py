@@ -105,3 +105,31 @@ def test_unnamed_24gb_card_predicted_on_each_card_its_total_allows():
 def test_qwen25_logs(name, logged, predicted):
     got_logged, pred = predicted_available(name)
     assert (got_logged, round(pred, 2)) == (logged, predicted)
+
+
+GB10_PREDICTED = sorted(k for k, s in SOURCES.items() if s.get("gpu") == "gb10" and s.get("predict"))
+
+
+def test_gb10_takes_vllms_small_batch_defaults():
+    """NVML gives no memory total on a DGX Spark, so vLLM's get_batch_defaults takes 2048 tokens / 256 seqs: the
+    Gemma 4 boots log 'Raising max_num_batched_tokens from 2048 to 2496', the MTP boots compile range (1, 2048)."""
+    gb10 = gpus.lookup("gb10")
+    assert not gb10.nvml_memory and gb10.total_gib > 70
+    d = resolve(resolve_model("qwen3-8b"), gb10, rules_for("0.26"), Flags())
+    assert (d.max_num_batched_tokens, d.max_num_seqs) == (2048, 256)
+    h200 = resolve(resolve_model("qwen3-8b"), gpus.lookup("h200"), rules_for("0.26"), Flags())
+    assert (h200.max_num_batched_tokens, h200.max_num_seqs) == (8192, 1024)
+    f = parse_log((PUBLIC / "c-gb10-sostrowsk-gemma4-int4.log").read_text())
+    assert "Raising max_num_batched_tokens from 2048 to 2496" in (PUBLIC / "c-gb10-sostrowsk-gemma4-int4.log").read_text()
+    assert f.args["max_num_batched_tokens"] == 2496
+
+
+def test_gb10_host_share_band_is_what_the_public_boots_show():
+    """gpu_facts.json unified_memory's observed band (said with every GB10 prediction) is the five cold GB10 boots'
+    shortfall, each predicted leave-one-out: the model leaves the host's share out, so every error is positive."""
+    from vrambudget.hardware.facts import unified_memory_host_share
+
+    errors = [pred - logged for logged, pred in map(predicted_available, GB10_PREDICTED)]
+    assert len(errors) == 5 and min(errors) > 0
+    band = unified_memory_host_share()
+    assert (round(min(errors), 2), round(max(errors), 2)) == (round(band.low / GiB, 2), round(band.high / GiB, 2)) == (0.98, 3.33)

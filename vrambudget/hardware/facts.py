@@ -205,3 +205,11 @@ def under_wsl(gpu: GPU) -> GPU:
     return replace(gpu, total_bytes=gpu.memory_mib * MiB,
                    source=f"estimate: under WSL 2 CUDA reports the whole {gpu.memory_mib:,} MiB "
                           f"(gpu_facts.json wsl_total, {len(rule['evidence'])} public observations)")
+
+
+def unified_memory_host_share() -> Fact:
+    """What the host's processes add to vLLM's non-torch memory on a unified-memory GPU during the profile
+    (gpu_facts.json unified_memory): not predicted; `low`/`high` the public boots' shortfall, in bytes."""
+    u = _facts()["unified_memory"]
+    low, high = (int(x * GiB) for x in u["observed_gib"])
+    return Fact(0, f"{u['rule']} Observed: {u['observed_source']}", False, low=low, high=high)
