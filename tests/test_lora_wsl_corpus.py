@@ -55,6 +55,8 @@ def test_lora_logs_weights_and_available(name):
 
 
 def test_lora_on_a_hybrid_is_said_to_be_left_out():
+    assert not_modelled(resolve_model("gemma-4-31b").arch)  # full and sliding layers of different shapes
+    assert not_modelled(resolve_model("qwen3-8b").arch) is None and not_modelled(resolve_model("llama-3.1-8b").arch) is None
     d = resolve(resolve_model("qwen3.5-9b"), gpus.lookup("h100"), rules_for("0.26"), Flags(lora=LoraSlots()))
     p = predict(d, coeffs.load("0.26", "h100", d.model.ref))
     assert not_modelled(d.model.arch) and any("LoRA" in e and "left out" in e for e in p.estimated)

@@ -39,6 +39,8 @@ def not_modelled(a: ModelArch) -> str | None:
         return "LoRA on a GatedDeltaNet hybrid is not modelled"
     if a.is_multimodal:
         return "LoRA on a multimodal model's tower is not modelled"
+    if a.full_num_kv_heads or a.full_head_dim or a.attn_output_gate:
+        return "LoRA on attention layers of two shapes (or a gated attention output) is not modelled"
     return None
 
 
