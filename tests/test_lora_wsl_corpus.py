@@ -5,6 +5,8 @@ it leave-one-out (benchmarks/accuracy.py prints the same rows)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from vrambudget.deployment import Flags, resolve
@@ -37,6 +39,12 @@ def test_lora_slots_of_qwen3_8b_at_tp2_by_hand():
     expected = (36 * per_layer + 2 * (151_936 + 4096) * 16) * 2
     assert lora_buffer_bytes(a, LoraSlots(), tp=2, dtype_bytes=2) == expected == 70_148_096
     assert lora_buffer_bytes(a, LoraSlots(max_loras=4), tp=2, dtype_bytes=2) == 4 * expected
+    # Phi-3 (vLLM's Phi3ForCausalLM subclasses Llama's and inherits its embedding_modules) gets the embedding slots,
+    # a Qwen2 config (its class lists none) does not: (vocab + hidden) x rank twice
+    phi3 = resolve_model(model_path("tests/fixtures/models/phi-3-mini-4k-instruct")).arch
+    as_qwen2 = replace(phi3, model_type="qwen2")
+    assert (lora_buffer_bytes(phi3, LoraSlots(), 1, 2) - lora_buffer_bytes(as_qwen2, LoraSlots(), 1, 2)
+            == 2 * (32_064 + 3072) * 16 * 2)
     # fully sharded: A rows of column layers and B rows of row layers split over the ranks
     assert lora_buffer_bytes(a, LoraSlots(fully_sharded=True), tp=2, dtype_bytes=2) < expected
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from .model.arch import FULL, ModelArch
 from .model.checkpoint import weights_from_tensors
-from .model.lora import lora_buffer_bytes, not_modelled as lora_not_modelled
+from .model.lora import lora_buffer_bytes
 from .coefficients import Coefficients
 from .deployment import Deployment, kv_backend_class
 from .hardware.facts import Backend, Fact, attention_backend, backend_named, cuda_context, int4_load
@@ -95,7 +95,7 @@ def weight_bytes(d: Deployment) -> WeightBytes:
     """Exact from safetensors headers where the model has them, else computed from the config; with --enable-lora,
     the LoRA slots vLLM allocates as it loads (model/lora.py) are part of the model's load."""
     w = _checkpoint_bytes(d)
-    if d.lora is None or lora_not_modelled(d.model.arch):
+    if d.lora is None or d.lora_left_out:
         return w
     extra = lora_buffer_bytes(d.model.arch, d.lora, d.tp, dtype_bytes(d.model.arch.dtype))
     return WeightBytes(w.model + extra, w.mtp, w.vision, w.source)

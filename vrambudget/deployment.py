@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .model.checkpoint import ModelSource
-from .model.lora import LoraSlots
+from .model.lora import LoraSlots, not_modelled as lora_not_modelled
 from .errors import UserError
 from .hardware.catalog import GPU
 from .units import GiB
@@ -127,6 +127,11 @@ class Deployment:
         return self.vllm.label if self.vllm else f"vLLM {self.rules.version}"
 
     @property
+    def lora_left_out(self) -> str | None:
+        """Why --enable-lora's slots are not in the budget for this model (None: they are, or no LoRA)."""
+        return lora_not_modelled(self.model.arch) if self.lora is not None else None
+
+    @property
     def mtp(self) -> bool:
         """An MTP drafter is loaded (weights, an attention layer in the KV plan)."""
         return self.spec_tokens > 0 and self.speculative_method == "mtp"
@@ -182,9 +187,9 @@ class Deployment:
             args += ["--attention-backend", self.attention_backend]
         if self.lora is not None:
             args.append("--enable-lora")
-            if self.lora.max_loras != 1:
+            if self.lora.max_loras != LoraSlots.max_loras:  # vLLM's defaults left out
                 args += ["--max-loras", str(self.lora.max_loras)]
-            if self.lora.max_rank != 16:
+            if self.lora.max_rank != LoraSlots.max_rank:
                 args += ["--max-lora-rank", str(self.lora.max_rank)]
             if self.lora.fully_sharded:
                 args.append("--fully-sharded-loras")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from . import coefficients as coeffs
 from .model.checkpoint import bundled_models, resolve_model
-from .model.lora import LoraSlots, not_modelled as lora_not_modelled
+from .model.lora import LoraSlots
 from .coefficients import Coefficients
 from .deployment import Deployment, Flags, resolve
 from .errors import UserError
@@ -198,8 +198,8 @@ def meaning(cmp: Comparison) -> str:
         from .logparse import unmodelled_args
 
         left_out = unmodelled_args(f.args)
-        if d.lora is not None and (why := lora_not_modelled(d.model.arch)):
-            left_out.append(f"enable_lora: {why}")
+        if d.lora_left_out:
+            left_out.append(f"enable_lora: {d.lora_left_out}")
         return text + (f" (the prediction leaves out what it does not model: {'; '.join(left_out)})" if left_out
                        else "")
     return "the log ends before vLLM finished starting (cut off, or still running)"

@@ -338,8 +338,9 @@ def flags_from_args(args: dict[str, Any]) -> dict[str, Any]:
     if args.get("enable_lora") not in (None, False, "False"):
         from .model.lora import LoraSlots
 
-        out["lora"] = LoraSlots(int(args.get("max_loras", 1)), int(args.get("max_lora_rank", 16)),
-                                bool(args.get("fully_sharded_loras", False)))
+        out["lora"] = LoraSlots(int(args.get("max_loras", LoraSlots.max_loras)),
+                                int(args.get("max_lora_rank", LoraSlots.max_rank)),
+                                bool(args.get("fully_sharded_loras", LoraSlots.fully_sharded)))
     # vLLM loads a multimodal checkpoint's tower unless told otherwise (the tool's own default is the reverse)
     out["language_model_only"] = bool(args.get("language_model_only", False))
     return out

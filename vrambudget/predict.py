@@ -18,7 +18,6 @@ from .model.arch import SLIDING
 from .kv.planner import DraftLayers, KVLayout, KVPlan, build_layout, ceiling_for, kv_needed_bytes, plan_startup
 from .units import GiB
 from .model.weights import WeightBytes
-from .model.lora import not_modelled as lora_not_modelled
 
 
 def layout_for(d: Deployment) -> KVLayout:
@@ -172,8 +171,7 @@ def estimated_terms(d: Deployment, b: Budget) -> list[str]:
         out.append(f"vLLM {d.rules.version} coefficients (inherited from measured ranges, not measured)")
     out.extend(d.model.arch.assumptions)
     if d.lora is not None:
-        why = lora_not_modelled(d.model.arch)
-        out.append(f"LoRA: {why}: its slots are left out of the budget" if why else
+        out.append(f"LoRA: {d.lora_left_out}: its slots are left out of the budget" if d.lora_left_out else
                    f"LoRA slots ({d.lora.max_loras} x rank {d.lora.max_rank}: shapes from vLLM 0.22.1's source, "
                    "loaded as weights; the kernels' per-token buffers not measured)")
     if d.drafter is not None and d.spec_tokens:

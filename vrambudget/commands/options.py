@@ -242,7 +242,7 @@ def build(o: DeploymentOptions):
         mml = -1 if str(o.max_model_len).lower() in ("auto", "-1") else parse_tokens(o.max_model_len, "--max-model-len")
     if not o.enable_lora and (o.max_loras or o.max_lora_rank):
         raise UserError("--max-loras / --max-lora-rank size LoRA slots: add --enable-lora (vLLM ignores them without)")
-    lora = LoraSlots(o.max_loras or 1, o.max_lora_rank or 16) if o.enable_lora else None
+    lora = LoraSlots(o.max_loras or LoraSlots.max_loras, o.max_lora_rank or LoraSlots.max_rank) if o.enable_lora else None
     backend = None
     if o.attention_backend:
         backend = o.attention_backend.upper()

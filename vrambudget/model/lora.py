@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from .arch import ModelArch
 
 # model types whose vLLM class lists embed_tokens and lm_head in `embedding_modules`, so both get LoRA slots too
-# (0.17.1, 0.19.0, 0.22.1 and 0.26.0: qwen3.py, llama.py; qwen2.py and mistral.py list none)
-EMBEDDING_LORA_MODEL_TYPES = frozenset({"qwen3", "llama"})
+# (0.17.1, 0.19.0, 0.22.1 and 0.26.0: qwen3.py, llama.py, and phi3.py, whose Phi3ForCausalLM subclasses Llama's and
+# inherits them; qwen2.py lists none and mistral.py sets them empty)
+EMBEDDING_LORA_MODEL_TYPES = frozenset({"qwen3", "llama", "phi3"})
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,6 @@ from tabulate import tabulate
 from ..coefficients import Coefficients
 from ..deployment import Deployment, gmu_flag
 from ..hardware.facts import gdn_prefill_path
-from ..model.lora import not_modelled as lora_not_modelled
 from ..predict import Answer, Prediction
 from ..runtime import Verdict
 from ..units import GiB, MiB
@@ -47,7 +46,7 @@ def budget_table(p: Prediction) -> str:
         ["budget = ceil(total x GMU)", g(b.requested_bytes), f"{d.gpu.total_bytes:,} B x {gmu_flag(d.gmu)}"],
         ["weights (target)", g(b.weights_bytes), f"{wsrc} + load overhead" + (
             f" + LoRA slots ({d.lora.max_loras} x rank {d.lora.max_rank})"
-            if d.lora is not None and not lora_not_modelled(d.model.arch) else "")],
+            if d.lora is not None and not d.lora_left_out else "")],
         ["MTP drafter weights" if d.drafter is None else "DFlash drafter weights", g(b.mtp_weights_bytes),
          "fc + decoder layer(s); shares embed/lm_head" if d.mtp else
          f"ESTIMATE: {d.drafter.name} config x {d.model.arch.dtype}; shares embed/lm_head" if b.mtp_weights_bytes
