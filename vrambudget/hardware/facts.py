@@ -64,6 +64,9 @@ class ContextModel:
     low: int  # truth - model over every observation not known to share its card (bytes)
     high: int
     measured: dict[str, Fact]  # catalog key -> the lab's own reading (observations whose source says 'measured')
+    seen_alone: dict[str, tuple[int, ...]]  # catalog key -> public observations of the card alone (bytes)
+    card_low: int  # one card's observations (alone or not known to share it) - its own reference, + rounding
+    card_high: int  # (bytes; the reference: the lab's measurement, else the mean of the observations alone)
 
 
 def local_memory(sms: int, max_threads_per_sm: int, stack_bytes: int) -> int:
@@ -90,23 +93,33 @@ def context_model() -> ContextModel:
     rounding = GiB // 100  # vLLM prints free and total memory to 0.01 GiB
     measured = {o["gpu"]: Fact(int(o["used_bytes"]), o["source"], True) for o, _, _ in obs
                 if o["source"].startswith("measured")}
+    seen: dict[str, list[int]] = {}
+    for o, _, _ in obs:
+        if o["alone"] and o["gpu"] not in measured:
+            seen.setdefault(o["gpu"], []).append(int(o["used_bytes"]))
+    ref = {k: sum(v) / len(v) for k, v in seen.items()} | {k: f.value for k, f in measured.items()}
+    dev = [int(o["used_bytes"]) - ref[o["gpu"]] for o, _, _ in obs if o["alone"] is not False and o["gpu"] in ref]
     return ContextModel(stack, threads, families, bases, sources, min(resid) - rounding, max(resid) + rounding,
-                        measured)
+                        measured, {k: tuple(v) for k, v in seen.items()}, round(min(dev)) - rounding,
+                        round(max(dev)) + rounding)
 
 
 def cuda_context(gpu: GPU) -> Fact:
-    """Memory held before vLLM's first snapshot (bytes): measured for the card, else the context model (an
-    estimate: base of the architecture's family + SMs x threads per SM x stack), capped by the card's public
-    bound; an unknown card or architecture gets the H200 figure (an estimate)."""
+    """Memory held before vLLM's first snapshot (bytes): measured for the card; else what public observations of
+    the card alone show (their mean: an estimate for the user's driver); else the context model (an estimate:
+    base of the architecture's family + SMs x threads per SM x stack). An estimate is capped by the card's public
+    bound, and its spread reaches neither above that bound nor below the card's local memory (reserved whatever
+    else the context holds). An unknown card or architecture gets the H200 figure (an estimate)."""
     c = _facts()["cuda_context"]
     cm = context_model()
     if gpu.key in cm.measured:
         return cm.measured[gpu.key]
     threads = cm.max_threads.get(gpu.compute_capability)
     family = cm.families.get(gpu.architecture)
-    if gpu.sms and threads and family in cm.bases:
-        local = local_memory(gpu.sms, threads, cm.stack_bytes)
-        value = cm.bases[family] + local
+    local = local_memory(gpu.sms, threads, cm.stack_bytes) if gpu.sms and threads else 0
+    if gpu.key in cm.seen_alone:
+        fact = _observed(gpu, c, cm)
+    elif local and family in cm.bases:
         how = {True: "alone", False: "with other use", None: "other use unknown"}
         seen = [f"{int(o['used_bytes']) / GiB:.2f} GiB ({how[o['alone']]})" for o in c["observations"]
                 if o["gpu"] == gpu.key]
@@ -114,17 +127,30 @@ def cuda_context(gpu: GPU) -> Fact:
         source = (f"estimate: {cm.bases[family] / GiB:.2f} GiB base of the {family} generation (observed: "
                   f"{cm.base_sources[family]}) + {gpu.sms} SMs x {threads} threads x {cm.stack_bytes} B of stack "
                   f"= {local / GiB:.2f} GiB local memory (measured per thread on the lab H100){seen_text}")
-        low, high, kind = cm.low, cm.high, "generation base + local memory"
-        bound = c.get("bounds", {}).get(gpu.key)
-        if bound and int(bound["max_bytes"]) < value:  # public evidence caps it below the model: take the cap
-            value, source = int(bound["max_bytes"]), f"estimate: at most this ({bound['source']})"
-            kind = "a public bound"
-        if bound:  # the spread cannot reach above the evidence
-            high = min(high, int(bound["max_bytes"]) - value)
-        return Fact(value, source, False, low, high, kind)
-    h200 = cm.measured["h200"].value
-    return Fact(h200, "estimate: SM count or architecture unknown, the H200 figure is used", False, -h200 // 2, 0,
-                "H200 figure")
+        fact = Fact(cm.bases[family] + local, source, False, cm.low, cm.high, "generation base + local memory")
+    else:
+        h200 = cm.measured["h200"].value
+        return Fact(h200, "estimate: SM count or architecture unknown, the H200 figure is used", False, -h200 // 2,
+                    0, "H200 figure")
+    bound = c.get("bounds", {}).get(gpu.key)
+    if bound and int(bound["max_bytes"]) < fact.value:  # public evidence caps it below the estimate: take the cap
+        fact = replace(fact, value=int(bound["max_bytes"]), source=f"estimate: at most this ({bound['source']})",
+                       kind="a public bound")
+    high = min(fact.high, int(bound["max_bytes"]) - fact.value) if bound else fact.high
+    return replace(fact, low=max(fact.low, local - fact.value), high=high)
+
+
+def _observed(gpu: GPU, c: dict[str, Any], cm: ContextModel) -> Fact:
+    """The context of a card seen alone in public (bytes): the mean of its observations; the spread is what one
+    card's observations showed around its own figure (the lab's H100 against two public H100s on other drivers)."""
+    seen = cm.seen_alone[gpu.key]
+    refs = [o["source"].removeprefix("public: ").split(" (")[0] for o in c["observations"]
+            if o["gpu"] == gpu.key and o["alone"]]
+    source = (f"estimate: observed on this card alone in public, {len(seen)} time{'s' * (len(seen) > 1)}: "
+              + ", ".join(f"{u / GiB:.2f} GiB" for u in seen) + " (gpu_facts.json cuda_context.observations: "
+              + "; ".join(refs) + "); not measured on the user's driver")
+    return Fact(round(sum(seen) / len(seen)), source, False, cm.card_low, cm.card_high,
+                "observed on this card in public")
 
 
 def attention_backend(gpu: GPU, kv: str, head_dim: int = 128) -> Backend:

@@ -61,7 +61,7 @@ def budget_table(p: Prediction) -> str:
         ["= non-KV total", g(b.non_kv_bytes), ""],
         ["KV cache available", g(b.available_kv_bytes), "budget - non-KV"],
         ["CUDA context (outside budget)", g(b.cuda_context_bytes),
-         ("measured" if b.cuda_context.measured else f"ESTIMATE ({d.gpu.sms or '?'} SMs; gpu_facts.json)")
+         ("measured" if b.cuda_context.measured else f"ESTIMATE ({b.cuda_context.kind or 'estimate'}; gpu_facts.json)")
          + "; must leave free >= budget"],
         ["left outside budget at runtime", g(b.runtime_margin_bytes), "free at start - budget"],
     ]
