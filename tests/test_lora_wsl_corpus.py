@@ -143,3 +143,31 @@ def test_gb10_host_share_band_is_what_the_public_boots_show():
     assert len(errors) == 5 and min(errors) > 0
     band = unified_memory_host_share()
     assert (round(min(errors), 2), round(max(errors), 2)) == (round(band.low / GiB, 2), round(band.high / GiB, 2)) == (0.98, 3.33)
+
+
+def test_unified_memory_widens_the_ceiling_and_start_bands_downward_only():
+    """On the GB10 the host's share is not predicted: the model's ceiling is the top of the band, the bottom takes the
+    largest share public boots lost (3.33 GiB); the same card taken as discrete memory gets the activation spread
+    alone."""
+    from vrambudget.hardware.facts import unified_memory_host_share
+    from vrambudget.kv.planner import ceiling_for
+    from vrambudget.serving import activation_error
+
+    host = unified_memory_host_share().high
+    model = resolve_model("qwen3.5-27b")
+    gb10 = gpus.lookup("gb10")
+    out = {}
+    for unified in (True, False):
+        d = resolve(model, replace(gb10, unified_memory=unified), rules_for("0.26"), Flags(gpu_memory_utilization=0.5))
+        out[unified] = predict(d, coeffs.load("0.26", "gb10", d.model.ref))
+    uma, discrete = out[True], out[False]
+    assert uma.ceiling == discrete.ceiling and uma.ceiling_band[1] == discrete.ceiling_band[1]  # the top: the model's
+    err = activation_error(uma.coefficients, uma.deployment.max_num_batched_tokens)
+    want = ceiling_for(uma.plan.layout, uma.budget.available_kv_bytes - int(err.high) - host, uma.deployment.rules)
+    assert uma.ceiling_band[0] == min(want, model.arch.max_position_embeddings) < discrete.ceiling_band[0]
+    assert any("shares its memory" in e for e in uma.estimated)
+
+    def width(p):
+        v = p.verdicts["starts"]
+        return v.high_bytes - v.low_bytes
+    assert width(uma) - width(discrete) == host  # the start verdict's band reaches the host's share further down

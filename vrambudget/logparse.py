@@ -271,7 +271,8 @@ def parse_log(text: str) -> LogFacts:
                 f.max_model_len = int(g[0])
         if "Compiling a graph for" in line:  # any graph compiled now makes the boot cold, also after loaded ones
             f.compile = "cold"
-        elif ("Directly load the compiled graph" in line or "Loading compiled graph" in line) and f.compile is None:
+        elif ("Directly load the compiled graph" in line or "Loading compiled graph" in line
+              or "Directly load AOT compilation" in line) and f.compile is None:  # the last: vLLM 0.30's AOT cache
             f.compile = "warm"
         if OOM.search(line) and oom_at is None:
             oom_at = milestones[-1] if milestones else "start"

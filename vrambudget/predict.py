@@ -11,7 +11,7 @@ from typing import Any
 from .budget import Budget, budget, features, mlp_width, weight_bytes
 from .hardware.facts import flashinfer_autotunes, gdn_prefill_path, unified_memory_host_share
 from .runtime import RuntimeNeed, Verdict, eager_warmup_bytes, max_serving_gmu
-from .serving import activation_error, runtime_for, start_verdict
+from .serving import activation_error, host_share_term, runtime_for, start_verdict
 from .coefficients import Coefficients
 from .deployment import Deployment
 from .model.arch import SLIDING
@@ -72,13 +72,16 @@ class Prediction:
 
     @cached_property
     def ceiling_band(self) -> tuple[int, int] | None:
-        """The ceiling at the low and high end of the activation peak's measured spread (tokens)."""
+        """The ceiling at the low and high end of the activation peak's measured spread and, on unified memory, of
+        the host's share that public boots lost (tokens)."""
         b, d, c = self.budget, self.deployment, self.coefficients
         if b.available_kv_bytes <= 0 or c is None:
             return None
         err = activation_error(c, d.max_num_batched_tokens)  # a larger true peak leaves less KV memory
+        host = host_share_term(d)
         cap = d.model.arch.max_position_embeddings
-        return (min(cap, ceiling_for(self.plan.layout, b.available_kv_bytes - int(err.high), d.rules)),
+        low_kv = b.available_kv_bytes - int(err.high) - (host.high if host else 0)
+        return (min(cap, ceiling_for(self.plan.layout, max(0, low_kv), d.rules)),
                 min(cap, ceiling_for(self.plan.layout, b.available_kv_bytes - int(err.low), d.rules)))
 
     @property

@@ -10,7 +10,7 @@ from dataclasses import replace
 from .budget import Budget, Features, features, forward_peak, sampler_peak
 from .coefficients import Coefficients
 from .deployment import Deployment
-from .hardware.facts import flashinfer_autotunes, gdn_prefill_path
+from .hardware.facts import flashinfer_autotunes, gdn_prefill_path, unified_memory_host_share
 from .kv.planner import KVLayout
 from .runtime import Coef, RuntimeInputs, RuntimeNeed, Term, Verdict, runtime_need, verdict
 from .units import GiB
@@ -90,6 +90,18 @@ def activation_error(c: Coefficients, tokens: int) -> Coef:
     return _coef(c, "activation_error_2048_bytes" if tokens <= 4096 else "activation_error_8192_bytes")
 
 
+def host_share_term(d: Deployment) -> Term | None:
+    """On a unified-memory GPU, what the host's processes allocate during vLLM's profile counts as its non-torch
+    memory and leaves less KV memory: not predicted, so a need of 0 whose spread (bytes) is what public boots lost
+    to it (gpu_facts.json unified_memory); None on a discrete GPU."""
+    if not d.gpu.unified_memory:
+        return None
+    h = unified_memory_host_share()
+    return Term("the host's share of unified memory", 0, h.source, False, 0, h.high,
+                f"what the host's processes allocate during the profile (public boots: {h.low / GiB:.2f}-"
+                f"{h.high / GiB:.2f} GiB)")
+
+
 def start_verdict(question: str, available: int, needed: int, c: Coefficients, b: Budget,
                   d: Deployment) -> Verdict:
     """Does a length start: the KV memory left over (bytes) against the spread of the activation peak's prediction
@@ -98,6 +110,9 @@ def start_verdict(question: str, available: int, needed: int, c: Coefficients, b
     err = activation_error(c, d.max_num_batched_tokens)  # a larger peak leaves less: as a need, the same sign
     spread = [Term("available KV memory", 0, err.source, True, int(err.low), int(err.high),
                    "the activation peak on this card and version")]
+    host = host_share_term(d)
+    if host is not None:
+        spread.append(host)
     free_margin = b.free_at_start_bytes - b.requested_bytes  # vLLM refuses to start below its budget
     ctx = context_term(b)
     v = verdict(question, min(available - needed, free_margin), spread,

@@ -177,8 +177,9 @@ def verdict_lines(p: Prediction, same: bool = True) -> list[str]:
     d = p.deployment
     if d.auto_fit or not d.max_model_len_given:  # vLLM fits the length itself (or refuses its default): the band
         lo, hi = p.ceiling_band or (p.ceiling, p.ceiling)  # of the ceiling is the answer
+        host = " and the host's share of unified memory" if d.gpu.unified_memory else ""
         out = [f"Ceiling{when}: {p.ceiling:,} tokens by the model, {lo:,} to {hi:,} within the activation peak's "
-               "measured spread."] if lo != hi else []
+               f"measured spread{host}."] if lo != hi else []
     else:
         out = [f"Starts{when}: {v['starts'].answer.upper()}, {_band(v['starts'])}"
                + (f"; {v['starts'].deciding}" if v['starts'].deciding else "") + "."]
