@@ -55,6 +55,7 @@ def literal_args(text: str) -> dict[str, Any]:
             continue
     return {}
 
+
 PATTERNS: dict[str, re.Pattern[str]] = {
     "vllm_version": re.compile(r"Initializing a V1 LLM engine \(v([0-9][^)]*)\)"),
     "version_line": re.compile(r"vLLM API server version ([0-9][\w.+-]*)"),

@@ -220,7 +220,6 @@ def int4_load(gpu: GPU, extra_bytes_per_group: float = 0.0, kernel: str | None =
     return Int4Load(extra_bytes_per_group=extra_bytes_per_group)
 
 
-
 def under_wsl(gpu: GPU) -> GPU:
     """The card as CUDA reports it under WSL 2: its whole memory (the catalog's memory_mib) as the total
     (gpu_facts.json wsl_total). A card without memory_mib keeps its total, and its source says so."""

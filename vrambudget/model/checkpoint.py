@@ -180,15 +180,15 @@ def _hub(repo_id: str) -> ModelSource:
     except Exception:  # not cached (or an invalid id, which the online call below names)
         pass
     online = cfg_file is None and not os.environ.get("HF_HUB_OFFLINE") and _hub_reachable()
-    if cfg_file is None and not online:
-        raise UserError(f"cannot reach the Hugging Face Hub for {repo_id!r} (offline?) and it is not in the local "
+    offline = UserError(f"cannot reach the Hugging Face Hub for {repo_id!r} (offline?) and it is not in the local "
                         f"cache; use a bundled model ({names}) or a local folder")
+    if cfg_file is None and not online:
+        raise offline
     if cfg_file is None:
         try:
             cfg_file = hf_hub_download(repo_id, "config.json")
         except LocalEntryNotFoundError:
-            raise UserError(f"cannot reach the Hugging Face Hub for {repo_id!r} (offline?) and it is not in the "
-                            f"local cache; use a bundled model ({names}) or a local folder") from None
+            raise offline from None
         except HfHubHTTPError as e:
             raise UserError(f"Hugging Face Hub refused {repo_id!r}: {str(e).splitlines()[0]}; bundled: {names}") from None
         except Exception as e:  # network stacks raise many types; all mean "could not fetch"
