@@ -51,7 +51,7 @@ COMPLETE = {k: s for k, s in SOURCES.items() if s.get("complete")}
 def test_complete_logs_state_what_a_prediction_needs_and_where_they_come_from():
     """issue 22: a complete log states its vLLM version, its flags, the weights and the KV memory (or vLLM's refusal
     with its estimate) itself; it is kept verbatim from a repository snapshot named by its commit, with the evidence
-    for its GPU. The corpus as it stands: 43 complete logs (39 distinct configurations: 'repeat_of' marks another boot
+    for its GPU. The corpus as it stands: 45 complete logs (41 distinct configurations: 'repeat_of' marks another boot
     of one already counted), 11 named GPU kinds (3 consumer, 5 non-Hopper datacenter, the GB10)."""
     from vrambudget.hardware.catalog import catalog
 
@@ -62,8 +62,8 @@ def test_complete_logs_state_what_a_prediction_needs_and_where_they_come_from():
         assert "/blob/" in s["source"] and len(s["source"].split("/blob/")[1].split("/")[0]) == 40, name
         assert s["gpu_evidence"] and s["kept"], name
     named = {s["gpu"] for s in COMPLETE.values() if s["gpu"]}
-    assert len(COMPLETE) == 43 and len(named) == 11
-    assert len([s for s in COMPLETE.values() if not s.get("repeat_of")]) == 39
+    assert len(COMPLETE) == 45 and len(named) == 11
+    assert len([s for s in COMPLETE.values() if not s.get("repeat_of")]) == 41
     for s in COMPLETE.values():
         assert not s.get("repeat_of") or (s["repeat_of"] in COMPLETE and not COMPLETE[s["repeat_of"]].get("repeat_of"))
     assert {"rtx3090", "rtx4080", "rtx-a5000"} <= named and {"a100-40gb", "a100-80gb", "l4", "l40s", "t4"} <= named
@@ -83,7 +83,7 @@ def test_complete_logs_kv_plans_reproduce_vllms_tokens():
         assert tokens_within_rounding(layout_for(d), f.available_kv_gib, f.max_model_len, f.kv_cache_tokens,
                                       d.rules), name
         checked += 1
-    assert checked == 34
+    assert checked == 36
 
 
 @pytest.mark.parametrize("name,tokens,concurrency", [
