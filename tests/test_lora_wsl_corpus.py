@@ -171,3 +171,20 @@ def test_unified_memory_widens_the_ceiling_and_start_bands_downward_only():
         v = p.verdicts["starts"]
         return v.high_bytes - v.low_bytes
     assert width(uma) - width(discrete) == host  # the start verdict's band reaches the host's share further down
+
+
+def test_on_unified_memory_the_budget_says_the_kv_memory_is_at_most_the_models():
+    """The GB10's available KV is an upper bound, not a prediction: its budget table says so with the public band;
+    the same card taken as discrete memory prints the plain formula. benchmarks/accuracy.py counts the five GB10
+    boots apart (bounded: model - logged from +0.98 to +3.33 GiB), not among the predicted logs."""
+    from vrambudget.output.render import budget_table
+
+    model = resolve_model("qwen3.5-27b")
+    gb10 = gpus.lookup("gb10")
+    rows = {}
+    for unified in (True, False):
+        d = resolve(model, replace(gb10, unified_memory=unified), rules_for("0.26"), Flags(gpu_memory_utilization=0.5))
+        table = budget_table(predict(d, coeffs.load("0.26", "gb10", d.model.ref)))
+        rows[unified] = next(line for line in table.splitlines() if line.startswith("KV cache available"))
+    assert "AT MOST" in rows[True] and "0.98-3.33 GiB on public boots" in rows[True]
+    assert rows[False].rstrip().endswith("budget - non-KV")

@@ -8,7 +8,7 @@ from tabulate import tabulate
 
 from ..coefficients import Coefficients
 from ..deployment import Deployment, gmu_flag
-from ..hardware.facts import gdn_prefill_path
+from ..hardware.facts import gdn_prefill_path, unified_memory_host_share
 from ..predict import Answer, Prediction
 from ..runtime import Verdict
 from ..units import GiB, MiB
@@ -37,6 +37,15 @@ def header(p: Prediction) -> str:
             + (" | language model only" if a.is_multimodal and d.language_model_only else ""))
 
 
+def host_share_note(d: Deployment) -> str:
+    """On unified memory the available KV is an upper bound: the host's share during the profile comes off it."""
+    if not d.gpu.unified_memory:
+        return ""
+    h = unified_memory_host_share()
+    return (f"; AT MOST: the host's share of unified memory during the profile (not predicted; "
+            f"{h.low / GiB:.2f}-{h.high / GiB:.2f} GiB on public boots) comes off it")
+
+
 def budget_table(p: Prediction) -> str:
     b, d = p.budget, p.deployment
     q = d.model.arch.quantization
@@ -59,7 +68,7 @@ def budget_table(p: Prediction) -> str:
          f"{b.num_cudagraphs} graphs" + ("" if b.cudagraph_in_budget else ", not subtracted by this version")
          if not d.enforce_eager else "eager: none"],
         ["= non-KV total", g(b.non_kv_bytes), ""],
-        ["KV cache available", g(b.available_kv_bytes), "budget - non-KV"],
+        ["KV cache available", g(b.available_kv_bytes), "budget - non-KV" + host_share_note(d)],
         ["CUDA context (outside budget)", g(b.cuda_context_bytes),
          ("measured" if b.cuda_context.measured else f"ESTIMATE ({b.cuda_context.kind or 'estimate'}; gpu_facts.json)")
          + "; must leave free >= budget"],
