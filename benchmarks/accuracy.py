@@ -92,8 +92,10 @@ def public_rows(by_gpu: dict[str, dict], complete: list[dict]) -> list[list[str]
         g["checked"].extend(c["errors"])
         if c["plan"] is not None:
             g["plans"].append(c["plan"])
-        if c["estimate"] is not None:
-            g["bounds" if c["bound"] else "estimates"].append(c["estimate"] if c["bound"] else abs(c["estimate"]))
+        if c["bound"]:
+            g["bounds"].append(c["estimate"])
+        elif c["estimate"] is not None:
+            g["estimates"].append(abs(c["estimate"]))
         g["unknown"].update(src["unknown_terms"])
         if src.get("complete"):
             predicted = c["estimate"] is not None and not c["bound"]

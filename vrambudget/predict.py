@@ -9,7 +9,7 @@ from functools import cached_property
 from typing import Any
 
 from .budget import Budget, budget, features, mlp_width, weight_bytes
-from .hardware.facts import flashinfer_autotunes, gdn_prefill_path, unified_memory_host_share
+from .hardware.facts import flashinfer_autotunes, gdn_prefill_path, unified_memory_band
 from .runtime import RuntimeNeed, Verdict, eager_warmup_bytes, max_serving_gmu
 from .serving import activation_error, host_share_term, runtime_for, start_verdict
 from .coefficients import Coefficients
@@ -156,11 +156,10 @@ def estimated_terms(d: Deployment, b: Budget) -> list[str]:
         public = next((f"{who} public figure" for who in ("PyTorch's", "vLLM's") if d.gpu.source.startswith(who)), None)
         out.append(f"GPU total ({public or d.gpu.source.split(':')[0]})")
     if d.gpu.unified_memory:
-        host = unified_memory_host_share()
         out.append(f"{d.gpu.name} shares its memory with the CPU: vLLM reads the host's available memory, so what the "
                    "host's processes allocate during the profile (the compilers' heap on a cold boot) counts as its "
-                   f"non-torch memory, not modelled: public cold boots lost {host.low / GiB:.2f}-{host.high / GiB:.2f} "
-                   "GiB of KV memory to it (gpu_facts.json unified_memory)")
+                   f"non-torch memory, not modelled: public cold boots lost {unified_memory_band()} "
+                   "of KV memory to it (gpu_facts.json unified_memory)")
     if not b.cuda_context.measured:
         ctx = b.cuda_context
         out.append(f"CUDA context ({ctx.kind or 'estimate'}, {ctx.low / GiB:+.2f} to {ctx.high / GiB:+.2f} GiB)")

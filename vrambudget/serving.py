@@ -10,7 +10,7 @@ from dataclasses import replace
 from .budget import Budget, Features, features, forward_peak, sampler_peak
 from .coefficients import Coefficients
 from .deployment import Deployment
-from .hardware.facts import flashinfer_autotunes, gdn_prefill_path, unified_memory_host_share
+from .hardware.facts import flashinfer_autotunes, gdn_prefill_path, unified_memory_band, unified_memory_host_share
 from .kv.planner import KVLayout
 from .runtime import Coef, RuntimeInputs, RuntimeNeed, Term, Verdict, runtime_need, verdict
 from .units import GiB
@@ -98,8 +98,7 @@ def host_share_term(d: Deployment) -> Term | None:
         return None
     h = unified_memory_host_share()
     return Term("the host's share of unified memory", 0, h.source, False, 0, h.high,
-                f"what the host's processes allocate during the profile (public boots: {h.low / GiB:.2f}-"
-                f"{h.high / GiB:.2f} GiB)")
+                f"what the host's processes allocate during the profile (public boots: {unified_memory_band()})")
 
 
 def start_verdict(question: str, available: int, needed: int, c: Coefficients, b: Budget,

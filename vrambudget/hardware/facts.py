@@ -238,3 +238,9 @@ def unified_memory_host_share() -> Fact:
     u = _facts()["unified_memory"]
     low, high = (int(x * GiB) for x in u["observed_gib"])
     return Fact(0, f"{u['rule']} Observed: {u['observed_source']}", False, low=low, high=high)
+
+
+def unified_memory_band() -> str:
+    """What public boots lost to the host's share, as every output says it: 'LOW-HIGH GiB'."""
+    h = unified_memory_host_share()
+    return f"{h.low / GiB:.2f}-{h.high / GiB:.2f} GiB"

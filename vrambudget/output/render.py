@@ -8,7 +8,7 @@ from tabulate import tabulate
 
 from ..coefficients import Coefficients
 from ..deployment import Deployment, gmu_flag
-from ..hardware.facts import gdn_prefill_path, unified_memory_host_share
+from ..hardware.facts import gdn_prefill_path, unified_memory_band
 from ..predict import Answer, Prediction
 from ..runtime import Verdict
 from ..units import GiB, MiB
@@ -41,9 +41,8 @@ def host_share_note(d: Deployment) -> str:
     """On unified memory the available KV is an upper bound: the host's share during the profile comes off it."""
     if not d.gpu.unified_memory:
         return ""
-    h = unified_memory_host_share()
     return (f"; AT MOST: the host's share of unified memory during the profile (not predicted; "
-            f"{h.low / GiB:.2f}-{h.high / GiB:.2f} GiB on public boots) comes off it")
+            f"{unified_memory_band()} on public boots) comes off it")
 
 
 def budget_table(p: Prediction) -> str:
