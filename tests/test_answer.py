@@ -14,11 +14,12 @@ def run(*a):
 
 
 def test_predict_opens_with_both_boots_and_the_fix():
-    r = run("predict", "--gpu", "4060ti", "--mtp", "--gmu", "0.95")
+    # 64 seqs: vLLM's default 256 is refused there (tests/test_start_checks.py)
+    r = run("predict", "--gpu", "4060ti", "--mtp", "--gmu", "0.95", "--max-num-seqs", "64")
     lines = r.output.splitlines()
     assert lines[0].startswith("Longest context: ") and "first boot" in lines[0] and "after a restart" in lines[0]
     assert "does not start: pass --max-model-len" in lines[1]
-    assert any(ln.startswith("Not chosen by you (vLLM") and "max_num_seqs 256" in ln for ln in lines[:6])
+    assert any(ln.startswith("Not chosen by you (vLLM") and "max_num_batched_tokens 2048" in ln for ln in lines[:6])
     assert r.output.index("Longest context") < r.output.index("term ")  # before any table
 
 

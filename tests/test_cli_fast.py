@@ -53,7 +53,7 @@ def test_anything_not_plainly_valid_goes_to_typer(argv):
     assert fast(_mtp_default(argv)) is False
 
 
-@pytest.mark.parametrize("argv", [["predict", "--json"], ["table", "--gpu", "4060ti"]])
+@pytest.mark.parametrize("argv", [["predict", "--json", "--max-num-seqs", "8"], ["table", "--gpu", "4060ti"]])
 def test_fast_path_imports_only_what_it_needs(argv):
     import subprocess
 

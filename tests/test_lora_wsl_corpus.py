@@ -151,7 +151,7 @@ def test_unified_memory_widens_the_ceiling_and_start_bands_downward_only():
     alone."""
     from vrambudget.hardware.facts import unified_memory_host_share
     from vrambudget.kv.planner import ceiling_for
-    from vrambudget.serving import activation_error
+    from vrambudget.serving import budget_error
 
     host = unified_memory_host_share().high
     model = resolve_model("qwen3.5-27b")
@@ -162,7 +162,7 @@ def test_unified_memory_widens_the_ceiling_and_start_bands_downward_only():
         out[unified] = predict(d, coeffs.load("0.26", "gb10", d.model.ref))
     uma, discrete = out[True], out[False]
     assert uma.ceiling == discrete.ceiling and uma.ceiling_band[1] == discrete.ceiling_band[1]  # the top: the model's
-    err = activation_error(uma.coefficients, uma.deployment.max_num_batched_tokens)
+    err = budget_error(uma.coefficients, uma.deployment, uma.budget)
     want = ceiling_for(uma.plan.layout, uma.budget.available_kv_bytes - int(err.high) - host, uma.deployment.rules)
     assert uma.ceiling_band[0] == min(want, model.arch.max_position_embeddings) < discrete.ceiling_band[0]
     assert any("shares its memory" in e for e in uma.estimated)

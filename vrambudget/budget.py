@@ -39,6 +39,7 @@ class Budget:
     weights_source: str
     num_cudagraphs: int
     backend: Backend  # the attention backend vLLM picks; its profiled workspace is in activation_bytes
+    runner_buffers_bytes: int = 0  # what the model runner keeps from its start and the version counts (0.27+ V2)
 
     @property
     def cuda_context_bytes(self) -> int:
@@ -47,7 +48,7 @@ class Budget:
     @property
     def non_kv_bytes(self) -> int:
         return (self.weights_bytes + self.mtp_weights_bytes + self.activation_bytes + self.non_torch_bytes
-                + (self.cudagraph_bytes if self.cudagraph_in_budget else 0))
+                + self.runner_buffers_bytes + (self.cudagraph_bytes if self.cudagraph_in_budget else 0))
 
     @property
     def available_kv_bytes(self) -> int:
@@ -74,11 +75,13 @@ def mlp_width(a: ModelArch) -> int:
 def cudagraph_sizes(max_num_seqs: int, spec_tokens: int, max_num_batched_tokens: int) -> tuple[list[int], list[int]]:
     """Batch sizes vLLM captures: (PIECEWISE sizes, FULL decode sizes) for FULL_AND_PIECEWISE.
     Base list [1, 2, 4] + 8..248 step 8 + 256..max step 16, max = min(seqs x (1+k) x 2, 512),
-    capped by max_num_batched_tokens; with speculation each size rounds up to a multiple of 1+k."""
+    capped by max_num_batched_tokens; with speculation each size rounds up to a multiple of 1+k and those past the
+    max are dropped (config/compilation.py adjust_cudagraph_sizes_for_spec_decode: 256 seqs + MTP 2 capture 49 sizes
+    up to 498, lab-vllm-0.26.0-h100/defaults/awq16-g-mtp2.log)."""
     step = 1 + spec_tokens
     top = min(max_num_seqs * step * 2, 512, max_num_batched_tokens)
     base = [1, 2, 4] + list(range(8, 256, 8)) + list(range(256, top + 1, 16))
-    sizes = sorted({min(-(-s // step) * step, top) for s in base if s <= top})
+    sizes = [x for x in sorted({-(-s // step) * step for s in base if s <= top}) if x <= top] or [top]
     full = [s for s in sizes if s <= max_num_seqs * step]
     return sizes, full
 
@@ -148,6 +151,14 @@ class Features:
     # weights_bytes includes the rotary caches (records of vrambudget before 2026-11-22 do not: `fit` then
     # leaves the load overhead alone, which their figures would double count)
     weights_include_buffers: bool = False
+    runner: str = "v1"  # vLLM's model runner (vllm_rules.model_runner): V2's dummy sampler and graphs differ
+    # captured CUDA graphs: PIECEWISE count and largest size, FULL decode count and largest size (0 where none)
+    graph_sizes: tuple[int, int, int, int] = (0, 0, 0, 0)
+    layers: int = 0  # decoder layers (CUDA graph nodes grow with them)
+    logits_bytes: int = 2  # bytes of one logit in the model dtype (V2's sampler keeps them there)
+    # the fused-MoE workspace vLLM keeps from the dummy forward on (v1/worker/workspace.py WorkspaceManager), bytes;
+    # -1: not computed (records before 2026-11-24: the measured activation_moe_extra_bytes stands for it)
+    moe_workspace_bytes: int = -1
 
 
 def backend_for(d: Deployment) -> Backend:
@@ -168,10 +179,13 @@ def drafter_weight_bytes(d: Deployment) -> int:
 def features(d: Deployment, w: WeightBytes | None = None) -> Features:
     a = d.model.arch
     w = w or weight_bytes(d)
-    graphs = 0
+    graphs, sizes = 0, (0, 0, 0, 0)
     if not d.enforce_eager:
         pw, full = cudagraph_sizes(d.max_num_seqs, d.spec_tokens, d.max_num_batched_tokens)
+        if "FULL" not in graph_mode_of(d):
+            full = []
         graphs = len(pw) + len(full)
+        sizes = (len(pw), max(pw), len(full), max(full, default=0))
     patches = encoder_profile_patches(a, d.max_num_batched_tokens) if d.with_vision else 0
     return Features(
         requested_bytes=math.ceil(d.gpu.total_bytes * d.gmu), weights_bytes=int(w.target),
@@ -184,8 +198,38 @@ def features(d: Deployment, w: WeightBytes | None = None) -> Features:
         encoder_patch_mlp=patches * a.vision.intermediate // d.tp if patches else 0,
         encoder_held_bytes=encoder_held_bytes(a, patches) if patches else 0,
         speculative=d.spec_tokens > 0, sampler_sort=d.rules.sampler == "sort", architecture=d.gpu.architecture or "",
-        cudagraph_in_budget=d.rules.cudagraph_estimate_in_budget,
-        backend_bytes=backend_for(d).profiled_bytes, moe=a.moe is not None, weights_include_buffers=True)
+        cudagraph_in_budget=d.rules.cudagraph_estimate_in_budget and (
+            d.runner == "v1" or d.rules.v2_graph_estimate_in_budget),
+        backend_bytes=backend_for(d).profiled_bytes, moe=a.moe is not None, weights_include_buffers=True,
+        runner=d.runner, graph_sizes=sizes, layers=a.num_layers, logits_bytes=dtype_bytes(a.dtype),
+        moe_workspace_bytes=moe_workspace_bytes(a, d.max_num_batched_tokens, d.tp, dtype_bytes(a.dtype))
+        if d.rules.moe_workspace_kept else 0)
+
+
+def moe_workspace_bytes(a: ModelArch, tokens: int, tp: int, act_bytes: int) -> int:
+    """The fused-MoE scratch of a forward over `tokens` tokens, which vLLM 0.26's WorkspaceManager keeps allocated
+    once the dummy forward made it, so the sampler's dummy run peaks on top of it (bytes per rank). Triton experts
+    (fused_moe/experts/triton_moe.py workspace_shapes), N = the gate-up width per rank (2 x intermediate / TP, or
+    intermediate for a non-gated activation), K = hidden: max(M x top_k x max(N', K), M x K) + M x top_k x max(N, K)
+    elements in the activation dtype, N' the activation's output (N / 2 when gated). Qwen3-30B-A3B at 8192 tokens:
+    0.50 GiB (lab-vllm-0.26.0-h100/defaults/q30-g-h100: 2.68 GiB peak, the dense terms 2.20); Nemotron-3 Nano
+    0.49 (families/nano-e: 2.39 GiB). MXFP4 experts (gpt-oss: OpenAI's Triton kernels) keep none (families/
+    gptoss20-e: the sampler alone). 0 without MoE."""
+    m = a.moe
+    if m is None or (a.quantization or {}).get("quant_method") == "mxfp4":
+        return 0
+    gated = getattr(m, "gated", True)
+    n = (2 if gated else 1) * m.expert_intermediate // tp
+    n_act = n // 2 if gated else n
+    k, rows = a.hidden_size, tokens * m.top_k
+    return act_bytes * (max(rows * max(n_act, k), tokens * k) + rows * max(n, k))
+
+
+def graph_mode_of(d: Deployment) -> str:
+    """vLLM's resolved cudagraph_mode (NONE, PIECEWISE or FULL_AND_PIECEWISE) from the backend this deployment runs."""
+    from .vllm_rules import cudagraph_mode
+
+    return cudagraph_mode(d.enforce_eager, d.spec_tokens, backend_for(d).cudagraph_support)
 
 
 # Qwen3.5 / Qwen3.6 image processor default (public preprocessor_config.json): longest edge 16,777,216 pixels,
@@ -220,8 +264,8 @@ def forward_peak(f: Features, c: Coefficients) -> float:
     forward = c["activation_per_token_width_bytes"] * f.tokens * f.mlp_width / f.tp
     if f.tp > 1 and f.eager:  # a tensor-parallel rank's eager forward holds more (measured on 0.26.0 only)
         forward += c.get("activation_tp_eager_extra_bytes", 0.0)
-    if f.moe:  # the fused-expert forward (measured on 0.26.0 only)
-        forward += c.get("activation_moe_extra_bytes", 0.0)
+    if f.moe:  # the fused-expert scratch (older records: the measured extra that stood for it)
+        forward += f.moe_workspace_bytes if f.moe_workspace_bytes >= 0 else c.get("activation_moe_extra_bytes", 0.0)
     if f.eager and f.compile_cache in ("fresh", "warm-jit") and f.hybrid:  # a fresh machine (or a lost Triton
         forward += c.get("fresh_jit_extra_bytes", 0.0)  # cache) JIT-compiles the GDN (FLA) kernels in the profile
     if f.eager:
@@ -241,6 +285,23 @@ def compile_peak(f: Features, c: Coefficients) -> float:
 
 
 def sampler_peak(f: Features, c: Coefficients) -> float:
+    """The sampler's dummy run above the base (bytes), on top of the fused-MoE scratch the forward left allocated."""
+    kept = max(f.moe_workspace_bytes, 0)
+    return kept + (v2_sampler_peak(f, c) if f.runner == "v2" else v1_sampler_peak(f, c))
+
+
+def v2_sampler_peak(f: Features, c: Coefficients) -> float:
+    """Model Runner V2's dummy sampler run (v1/worker/gpu/model_runner.py _dummy_sampler_run, 0.22-0.32): one row per
+    dummy request, min(max_num_seqs, max_num_batched_tokens) rows, default sampling state, so no fp32 copy and no
+    sort: the logits in the model dtype and the Gumbel scratch (rows x ceil(vocab / 1024) x 12 B), by a measured
+    factor per logit byte; the dummy forward's hidden states stay alive meanwhile, as with V1."""
+    rows = min(f.seqs, f.tokens)
+    held = c.get("sampler_holds_hidden_states", 0.0) * f.tokens * f.hidden * 2
+    logits = rows * f.vocab * f.logits_bytes + rows * -(-f.vocab // 1024) * 12
+    return c.get("v2_sampler_factor", 1.0) * logits + held
+
+
+def v1_sampler_peak(f: Features, c: Coefficients) -> float:
     """The sampler's dummy run above the base (bytes): fp32 logit rows x vocab x a factor. With speculative
     decoding the rejection sampler's dummy run follows on two rows per request (one draft token each:
     SpecDecodeMetadata.make_dummy in 0.20.2 and 0.26.0), so the rows double, at its own factor (3.885 / 3.886 on
@@ -311,7 +372,7 @@ def encoder_peak(f: Features, c: Coefficients) -> float:
 def terms(f: Features, c: Coefficients) -> dict[str, int]:
     """The measured terms of the budget (bytes), from features and coefficients."""
     act = activation(f, c)
-    cg = 0.0 if f.eager else c["cudagraph_base_bytes"] + c["cudagraph_per_graph_bytes"] * f.num_cudagraphs
+    cg = cudagraph_estimate(f, c)
     overhead = c["weights_overhead_hybrid_bytes"] if f.hybrid else c["weights_overhead_dense_bytes"]
     return {
         "weights": int(f.weights_bytes + overhead),
@@ -321,10 +382,44 @@ def terms(f: Features, c: Coefficients) -> dict[str, int]:
     }
 
 
-def available_kv(f: Features, c: Coefficients) -> int:
+def cudagraph_estimate(f: Features, c: Coefficients) -> float:
+    """vLLM's 'Estimated CUDA graph memory' (V1 runner, 0.20.2+: gpu_model_runner.py profile_cudagraph_memory):
+    per mode it captures the largest and second-largest graph into a throwaway pool and takes the first capture +
+    (n - 1) x the second's; PIECEWISE and FULL share the pool, so the larger first capture counts once:
+        max(PIECEWISE first, FULL first) + (n_pw - 1) x per PIECEWISE graph + (n_full - 1) x per FULL graph.
+    The first captures grow with the largest size x hidden (its activations) and, FULL, x layers; a PIECEWISE graph's
+    own memory grows with the layers (its nodes). Coefficients fitted on the 0.20.2 / 0.26.0 lab logs' DEBUG lines
+    (profiles/coefficients/vllm-0.20.json); a profile with only the older constant + per-graph form uses that."""
+    if f.eager or not f.num_cudagraphs:
+        return 0.0
+    if "cudagraph_pw_first_bytes" not in c.items or not f.graph_sizes[0]:  # an older profile or probe record
+        return c["cudagraph_base_bytes"] + c["cudagraph_per_graph_bytes"] * f.num_cudagraphs
+    n_pw, s_pw, n_full, s_full = f.graph_sizes
+    pw_first = c["cudagraph_pw_first_bytes"] + c["cudagraph_pw_first_per_token_hidden_bytes"] * s_pw * f.hidden
+    full_first = (c["cudagraph_full_first_bytes"] + c["cudagraph_full_first_per_token_hidden_bytes"] * s_full * f.hidden
+                  + c["cudagraph_full_first_per_token_layer_bytes"] * s_full * f.layers) if n_full else 0.0
+    return (max(pw_first, full_first) + max(n_pw - 1, 0) * c["cudagraph_pw_per_graph_per_layer_bytes"] * f.layers
+            + max(n_full - 1, 0) * c["cudagraph_full_per_graph_bytes"] + c.get("cudagraph_offset_bytes", 0.0))
+
+
+def available_kv(f: Features, c: Coefficients, runner_buffers: int = 0) -> int:
     t = terms(f, c)
-    return (f.requested_bytes - t["weights"] - f.mtp_weights_bytes - t["activation"] - t["non_torch"]
+    return (f.requested_bytes - t["weights"] - f.mtp_weights_bytes - t["activation"] - t["non_torch"] - runner_buffers
             - (t["cudagraph"] if f.cudagraph_in_budget else 0))
+
+
+def v2_runner_buffers(d: Deployment) -> int:
+    """Model Runner V2's per-request state kept from its start (bytes), which vLLM 0.27+ counts in what loading and
+    profiling consumed (0 on V1, and before 0.27, whose budget leaves them out): the penalties' token counts
+    (max_num_seqs x vocab int32) and prompt mask, the structured-output bitmask (max_num_seqs x (1 + k) rows of
+    vocab / 32 int32), logit-bias, bad-words and logprob slots (18 KB a request) and the input buffers (13 B a batched
+    token): v1/worker/gpu/sample/penalties.py, structured_outputs.py, logit_bias.py, bad_words.py, input_batch.py
+    (0.26.0-0.33.0 source; not measured)."""
+    if d.runner != "v2" or not d.rules.runner_buffers_in_budget:
+        return 0
+    r, v, q = d.max_num_seqs, d.model.arch.vocab_size, 1 + d.spec_tokens
+    words = -(-v // 32)
+    return 4 * r * v + 4 * r * words + 4 * r * q * words + 18_000 * r + 13 * d.max_num_batched_tokens
 
 
 def budget(d: Deployment, c: Coefficients, w: WeightBytes | None = None, f: Features | None = None) -> Budget:
@@ -354,4 +449,5 @@ def budget(d: Deployment, c: Coefficients, w: WeightBytes | None = None, f: Feat
         weights_source=w.source,
         num_cudagraphs=f.num_cudagraphs,
         backend=backend,
+        runner_buffers_bytes=v2_runner_buffers(d),
     )

@@ -120,11 +120,23 @@ class Deployment:
     flashinfer_workspace_bytes: int | None = None
     dtype_flag: str = "auto"  # --dtype as given (the resolved dtype is model.arch.dtype)
     lora: LoraSlots | None = None  # --enable-lora: slots allocated at load (model/lora.py)
+    max_num_seqs_given: bool = True  # False: vLLM's default, which plan/table/serve-cmd may lower (and say so)
 
     @property
     def version_label(self) -> str:
         """The vLLM version modelled and whether it was measured (VersionChoice.label)."""
         return self.vllm.label if self.vllm else f"vLLM {self.rules.version}"
+
+    @property
+    def runner(self) -> str:
+        """The model runner vLLM picks for this deployment: "v1" or "v2" (vllm_rules.model_runner)."""
+        from .vllm_rules import RunnerInputs, model_runner
+
+        a = self.model.arch
+        version = self.vllm.asked if self.vllm is not None else self.rules.version
+        return model_runner(version, RunnerInputs(a.architecture, a.moe is not None, a.is_hybrid,
+                                                  a.quantization is not None,
+                                                  self.speculative_method if self.spec_tokens else None))
 
     @property
     def lora_left_out(self) -> str | None:
@@ -280,8 +292,9 @@ def resolve(model: ModelSource, gpu: GPU, rules: VllmRules, flags: Flags) -> Dep
     # vLLM reads the total through NVML for its batch defaults: a card NVML gives none for (GB10) gets the small ones
     big = (gpu.nvml_memory and gpu.total_bytes >= rules.big_gpu_threshold_gib * GiB
            and "A100" not in gpu.name.upper())
-    d_tokens, d_seqs = rules.serve_defaults_big if big else rules.serve_defaults_small
-    seqs = flags.max_num_seqs or d_seqs
+    huge = big and rules.huge_gpu_threshold_gib is not None and gpu.total_bytes >= rules.huge_gpu_threshold_gib * GiB
+    d_tokens, d_seqs = (rules.serve_defaults_huge if huge else rules.serve_defaults_big if big
+                        else rules.serve_defaults_small)
     auto_fit = flags.max_model_len == -1
     mml = a.max_position_embeddings if flags.max_model_len in (None, -1) else flags.max_model_len
     if mml <= 0:
@@ -290,7 +303,10 @@ def resolve(model: ModelSource, gpu: GPU, rules: VllmRules, flags: Flags) -> Dep
         raise UserError(f"--max-model-len {mml:,} is above {a.name}'s {a.max_position_embeddings:,} "
                         "(max_position_embeddings), which vLLM refuses unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 is set; "
                         f"give at most {a.max_position_embeddings:,}")
-    tokens = flags.max_num_batched_tokens or min(d_tokens, seqs * mml)
+    # vLLM's _set_default_max_num_seqs_and_batched_tokens_args (engine/arg_utils.py, 0.19.1-0.33.0): a defaulted
+    # max_num_batched_tokens is capped at max_num_seqs x max_model_len, then a defaulted max_num_seqs at it
+    tokens = flags.max_num_batched_tokens or min(d_tokens, (flags.max_num_seqs or d_seqs) * mml)
+    seqs = flags.max_num_seqs or min(d_seqs, tokens)
     tp = flags.tensor_parallel_size
     if tp < 1 or (a.num_attention_heads % tp):
         raise UserError(f"--tensor-parallel-size {tp} must divide the {a.num_attention_heads} attention heads")
@@ -330,4 +346,4 @@ def resolve(model: ModelSource, gpu: GPU, rules: VllmRules, flags: Flags) -> Dep
                       flags.attention_backend.upper() if flags.attention_backend else None, drafter=drafter,
                       free_at_start_bytes=flags.free_at_start_bytes, expandable_segments=flags.expandable_segments,
                       flashinfer_workspace_bytes=flags.flashinfer_workspace_bytes, dtype_flag=flags.dtype.lower(),
-                      lora=flags.lora)
+                      lora=flags.lora, max_num_seqs_given=flags.max_num_seqs is not None)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from .budget import Features, available_kv, features, language_model_peak, peaks_add, sampler_peak
+from .budget import Features, available_kv, cudagraph_estimate, features, language_model_peak, peaks_add, sampler_peak
 from .coefficients import Coefficient, Coefficients
 from .errors import UserError
 from .profiles import read_jsonl, read_text
@@ -205,10 +205,18 @@ def fit(samples: list[Sample], base: Coefficients) -> FitResult:
             (s.activation_gib * GiB - e) / (s.f.tokens * s.f.hidden / s.f.tp) for s, e in zip(warm, eager_peak, strict=True))),
             f"{len(warm)} warm-compile profiling peaks")
     cg = [s for s in samples if not s.f.eager and s.cudagraph_gib is not None]
-    if cg:
+    old = [s for s in cg if not s.f.graph_sizes[0]]  # records without their capture sizes: the older form
+    if old:
         per = cur["cudagraph_per_graph_bytes"]
-        put("cudagraph_base_bytes", max(0.0, statistics.mean(s.cudagraph_gib * GiB - per * s.f.num_cudagraphs for s in cg)),
-            f"{len(cg)} CUDA graph estimates (per-graph slope kept)")
+        put("cudagraph_base_bytes", max(0.0, statistics.mean(s.cudagraph_gib * GiB - per * s.f.num_cudagraphs
+                                                             for s in old)),
+            f"{len(old)} CUDA graph estimates (per-graph slope kept)")
+    new = [s for s in cg if s.f.graph_sizes[0]]
+    if new and "cudagraph_pw_first_bytes" in cur.items:
+        base = Coefficients({k: v for k, v in cur.items.items() if k != "cudagraph_offset_bytes"}, cur.origins)
+        put("cudagraph_offset_bytes", statistics.mean(s.cudagraph_gib * GiB - cudagraph_estimate(s.f, base)
+                                                       for s in new),
+            f"{len(new)} CUDA graph estimates (the estimator's shape kept, its level refitted)")
     growth = [s for s in samples if s.runtime_growth_bytes is not None and s.prompt_tokens]
     if growth:
         put("runtime_growth_per_prompt_token_bytes", max(s.runtime_growth_bytes / s.prompt_tokens for s in growth),

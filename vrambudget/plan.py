@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from .coefficients import Coefficients
 from .deployment import Deployment
 from .budget import weight_bytes
+from .predict import answer as answer_for
 from .predict import min_gmu_for_context, predict
 
 PLAN_ORDER = (("CUDA graphs + MTP", False, True), ("CUDA graphs", False, False), ("eager + MTP", True, True),
@@ -26,6 +27,7 @@ class PlanOption:
     serves: bool  # some GMU both starts and serves
     attention_backend: str | None = None  # forced (--attention-backend); None: vLLM's pick
     verdict: str = ""  # serving a prompt of `tokens` at `gmu`: yes / at the edge / no
+    max_num_seqs: int | None = None  # lowered from vLLM's default where its Mamba-block check refuses it (None: kept)
 
     @property
     def gmu(self) -> float | None:
@@ -73,8 +75,12 @@ def _option(label: str, dd: Deployment, c: Coefficients, tokens: int, w) -> Plan
     o = PlanOption(label, eager, dd.spec_tokens > 0, g_r, g_f, serve, bool(g_r and serve and serve >= g_r),
                    dd.attention_backend)
     if o.gmu is not None:
+        a = answer_for(dd.with_(gmu=o.gmu), c, w, other=False, fix=not dd.max_num_seqs_given)
+        if a.fixed is not None:  # vLLM's default max_num_seqs exceeds the Mamba cache blocks of CUDA graphs
+            o.max_num_seqs = a.fixed.restart.deployment.max_num_seqs
+            warm = warm.with_(max_num_seqs=o.max_num_seqs)
         p = predict(warm.with_(gmu=o.gmu), c, w, prompt_tokens=tokens)
-        answer = p.verdicts["prompt"].answer if p.verdicts else ""
+        answer = p.verdicts["prompt"].answer if p.verdicts and p.starts else "no"
     elif g_r is not None:
         answer = "no"
     o.verdict = answer

@@ -4,14 +4,15 @@ ceiling table over GMU x graphs/eager x MTP on/off. Pure: no I/O, no printing.""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
 from .budget import Budget, budget, features, mlp_width, weight_bytes
 from .hardware.facts import flashinfer_autotunes, gdn_prefill_path, unified_memory_band
 from .runtime import RuntimeNeed, Verdict, eager_warmup_bytes, max_serving_gmu
-from .serving import activation_error, host_share_term, runtime_for, start_verdict
+from .serving import budget_error, graph_mode, host_share_term, runtime_for, start_verdict
+from .start_checks import StartCheck, start_checks
 from .coefficients import Coefficients
 from .deployment import Deployment
 from .model.arch import SLIDING
@@ -57,6 +58,12 @@ class Prediction:
     max_serving_gmu: float | None = None  # highest GMU that leaves the runtime need unbudgeted
     estimated: list[str] = field(default_factory=list)  # terms not measured on this GPU / version
     coefficients: Coefficients | None = field(default=None, repr=False)  # what the verdicts' spreads come from
+    checks: list[StartCheck] = field(default_factory=list)  # vLLM's start checks that apply, passing or not
+
+    @property
+    def refusals(self) -> list[StartCheck]:
+        """The start checks vLLM fails with these flags at any max_model_len (the KV-too-small check is per length)."""
+        return [c for c in self.checks if not c.passes]
 
     @cached_property
     def verdicts(self) -> dict[str, Verdict]:
@@ -65,8 +72,10 @@ class Prediction:
         b, layout, d, c = self.budget, self.plan.layout, self.deployment, self.coefficients
         if b.available_kv_bytes <= 0 or c is None or self.runtime is None:
             return {}
-        length = self.plan.max_model_len if not d.auto_fit else min(self.ceiling, self.plan.max_model_len)
+        length = self.plan.max_model_len if not d.auto_fit else min(self.plan.ceiling, self.plan.max_model_len)
         need_kv = kv_needed_bytes(layout, max(1, length), d.rules)
+        if any(c.check == "mamba_cache_blocks" for c in self.checks):  # max_num_seqs blocks, whatever the length
+            need_kv = max(need_kv, d.max_num_seqs * layout.bytes_per_block)
         return {"starts": start_verdict(f"max_model_len {length:,} starts", b.available_kv_bytes, need_kv, c, b, d),
                 "first request": self.runtime.verdict("first"), "prompt": self.runtime.verdict("prompt")}
 
@@ -77,7 +86,7 @@ class Prediction:
         b, d, c = self.budget, self.deployment, self.coefficients
         if b.available_kv_bytes <= 0 or c is None:
             return None
-        err = activation_error(c, d.max_num_batched_tokens)  # a larger true peak leaves less KV memory
+        err = budget_error(c, d, b)  # a larger true peak (or graph estimate) leaves less KV memory
         host = host_share_term(d)
         cap = d.model.arch.max_position_embeddings
         low_kv = b.available_kv_bytes - int(err.high) - (host.high if host else 0)
@@ -86,7 +95,10 @@ class Prediction:
 
     @property
     def ceiling(self) -> int:
-        """Longest max_model_len that starts: the KV ceiling, capped at the model's own maximum."""
+        """Longest max_model_len that starts: the KV ceiling, capped at the model's own maximum; 0 where a start
+        check refuses these flags at any length."""
+        if self.refusals:
+            return 0
         return min(self.plan.ceiling, self.deployment.model.arch.max_position_embeddings)
 
     @property
@@ -101,6 +113,7 @@ class Prediction:
             "mtp_weights_bytes": b.mtp_weights_bytes, "activation_bytes": b.activation_bytes,
             "non_torch_bytes": b.non_torch_bytes, "cudagraph_bytes": b.cudagraph_bytes,
             "cudagraph_in_budget": b.cudagraph_in_budget, "num_cudagraphs": b.num_cudagraphs,
+            "runner_buffers_bytes": b.runner_buffers_bytes, "model_runner": self.deployment.runner,
             "non_kv_bytes": b.non_kv_bytes, "available_kv_bytes": b.available_kv_bytes,
             "cuda_context_bytes": b.cuda_context_bytes, "cuda_context_measured": b.cuda_context.measured,
             "cuda_context_source": b.cuda_context.source, "free_at_start_bytes": b.free_at_start_bytes,
@@ -125,6 +138,7 @@ class Prediction:
             "max_concurrency": round(p.max_concurrency, 4), "max_model_len_ceiling": self.ceiling,
             "kv_ceiling_tokens": p.ceiling,
             "fits": self.starts, "reasons": self.reasons, "warnings": self.warnings,
+            "start_checks": [c.to_json() for c in self.checks],
             "inputs": self.deployment.inputs(),
         }
 
@@ -226,6 +240,8 @@ def predict(d: Deployment, c: Coefficients, w: WeightBytes | None = None,
         reasons.append(f"{what} {d.max_model_len:,} needs {_gib(need)} of KV cache, {_gib(avail)} is "
                        f"available: the ceiling at GMU {d.gmu:.2f} is {plan.ceiling:,}; {hint}, "
                        f"or pass --max-model-len {plan.ceiling} (or auto)")
+    checks = [_with_fix(chk, d, c, w) for chk in start_checks(d, plan, graph_mode(d, b))]
+    reasons.extend(chk.text for chk in checks if not chk.passes)
     autotune = d.enforce_eager and flashinfer_autotunes(d.gpu).value  # a full-size forward after the KV cache
     warm_up = eager_warmup_bytes(mlp_width(d.model.arch), d.max_num_batched_tokens, d.tp) if autotune else 0
     if avail > 0 and not reasons and b.runtime_margin_bytes < warm_up:
@@ -261,7 +277,60 @@ def predict(d: Deployment, c: Coefficients, w: WeightBytes | None = None,
     if plan.ceiling and 0 <= plan.ceiling - plan.max_model_len < layout.block_size and not d.auto_fit and not reasons:
         warnings.append(f"max_model_len is within one block ({layout.block_size} tokens) of the ceiling")
     return Prediction(d, b, plan, starts=not reasons, reasons=reasons, warnings=warnings, runtime=rt,
-                      max_serving_gmu=serve_gmu, estimated=estimated, coefficients=c)
+                      max_serving_gmu=serve_gmu, estimated=estimated, coefficients=c, checks=checks)
+
+
+def _with_fix(chk: StartCheck, d: Deployment, c: Coefficients, w: WeightBytes) -> StartCheck:
+    """A failing Mamba-block check with the max_num_seqs that starts (mamba_safe_max_num_seqs) in its fix."""
+    if chk.passes or chk.check != "mamba_cache_blocks":
+        return chk
+    seqs = mamba_safe_max_num_seqs(d, c, w)
+    fix = (f"--max-num-seqs {seqs} (CUDA graphs: the most whose own budget leaves that many blocks at the low end of "
+           f"the measured spread) or --enforce-eager; a higher --gpu-memory-utilization adds blocks, a shorter "
+           "max_model_len does not" if seqs else
+           "--enforce-eager (no max_num_seqs leaves enough blocks for CUDA graphs), or a higher "
+           "--gpu-memory-utilization")
+    return replace(chk, fix=fix, max_num_seqs_that_starts=seqs or None)
+
+
+def mamba_safe_max_num_seqs(d: Deployment, c: Coefficients, w: WeightBytes | None = None) -> int:
+    """The largest max_num_seqs (at most the deployment's) whose own budget (the sampler's rows and the captured
+    graphs shrink with it) leaves at least that many KV cache blocks at the high end of the activation peak's
+    measured spread, so that vLLM's Mamba-block check passes; 0 where not even 1 does."""
+    w = w or weight_bytes(d)
+    bpb = layout_for(d).bytes_per_block
+
+    def holds(seqs: int) -> bool:
+        dd = d.with_(max_num_seqs=seqs)
+        b = budget(dd, c, w)
+        avail = b.available_kv_bytes - int(budget_error(c, dd, b).high)
+        return avail > 0 and avail // bpb >= seqs
+
+    lo, hi = 0, d.max_num_seqs
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if holds(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def fit_max_num_seqs(d: Deployment, c: Coefficients, w: WeightBytes | None = None) -> Deployment:
+    """Where the user left max_num_seqs to vLLM and vLLM's Mamba-block check would refuse its default with CUDA
+    graphs, the deployment with the largest max_num_seqs that starts (mamba_safe_max_num_seqs), said in its
+    defaults; otherwise the deployment unchanged."""
+    if d.max_num_seqs_given or d.enforce_eager:
+        return d
+    p = predict(d, c, w)
+    chk = next((x for x in p.refusals if x.check == "mamba_cache_blocks"), None)
+    if chk is None or not chk.max_num_seqs_that_starts:
+        return d
+    seqs = chk.max_num_seqs_that_starts
+    note = (f"max_num_seqs {seqs} (chosen: vLLM's default {d.max_num_seqs} exceeds the {chk.limit} Mamba cache blocks "
+            "its CUDA graphs need)")
+    defaults = tuple(note if x.startswith("max_num_seqs ") else x for x in d.defaults)
+    return d.with_(max_num_seqs=seqs, defaults=defaults)
 
 
 def kv_only(d: Deployment, available_kv_gib: float) -> dict[str, Any]:
@@ -291,7 +360,7 @@ def variants(d: Deployment, c: Coefficients) -> list[tuple[str, Prediction]]:
 
 def cannot_start_at_all(p: Prediction) -> bool:
     """True when no max_model_len starts (as opposed to only the asked-for one being too long)."""
-    return not p.starts and (p.plan.ceiling == 0 or not p.budget.startup_memory_ok
+    return not p.starts and (p.plan.ceiling == 0 or bool(p.refusals) or not p.budget.startup_memory_ok
                              or p.budget.available_kv_bytes <= 0 or p.deployment.max_model_len_given)
 
 
@@ -302,12 +371,19 @@ def min_gmu_for_context(d: Deployment, c: Coefficients, tokens: int, w: WeightBy
     b = budget(d, c, w)
     layout = layout_for(d)
     need = kv_needed_bytes(layout, tokens, d.rules)
+    if mamba_check_applies(d, b, layout):  # a given max_num_seqs needs that many blocks (a default one is lowered)
+        need = max(need, (d.max_num_seqs if d.max_num_seqs_given else 1) * layout.bytes_per_block)
     g = min_gmu_for_bytes(d, b.non_kv_bytes, need)
     if g is None:
         return None
     if g > max_gmu_for_free(d, b):
         return None
     return g
+
+
+def mamba_check_applies(d: Deployment, b: Budget, layout: KVLayout) -> bool:
+    """Whether vLLM's Mamba-block check compares max_num_seqs with this deployment's KV cache blocks."""
+    return d.rules.mamba_block_check == "raise" and layout.hybrid and "FULL" in graph_mode(d, b)
 
 
 @dataclass(frozen=True)
@@ -330,22 +406,26 @@ def ceiling_table(d: Deployment, c: Coefficients, gmus: list[float], mtp_tokens:
     cols = table_columns(d, mtp_tokens)
     rows = []
     for g in gmus:
-        cells, first, serves, verdicts = {}, {}, {}, {}
+        cells, first, serves, verdicts, seqs = {}, {}, {}, {}, {}
         for col in cols:
             dd = d.with_(gmu=g, enforce_eager=col.enforce_eager, spec_tokens=col.spec_tokens, auto_fit=True)
-            a = answer(dd, c, w, other=False)
+            a = answer(dd, c, w, other=False, fix=not d.max_num_seqs_given)
+            a = a.fixed or a  # vLLM's default max_num_seqs lowered where its Mamba-block check refuses it
             cells[col.label] = a.restart.ceiling if a.restart.starts else 0
             first[col.label] = a.first_boot.ceiling if a.first_boot.starts else 0
             serves[col.label] = bool(a.restart.starts and a.restart.runtime.serves)
             v = a.restart.verdicts.get("prompt")
             verdicts[col.label] = v.answer if v is not None and a.restart.starts else None
+            seqs[col.label] = a.restart.deployment.max_num_seqs
         rows.append({"gmu": g, "ceilings": cells, "ceilings_first_boot": first, "serves": serves,
-                     "serves_verdict": verdicts})
-    return {"columns": [col.label for col in cols], "rows": rows,
+                     "serves_verdict": verdicts, "max_num_seqs": seqs})
+    return {"columns": [col.label for col in cols], "rows": rows, "max_num_seqs": d.max_num_seqs,
             "about": "ceilings: after a restart (compile cache warm); ceilings_first_boot: the first boot after a "
                      "change (cold torch.compile); eager columns are the same on both; serves: a prompt of the "
                      "ceiling's length is predicted to fit in the memory left outside the budget; serves_verdict: "
-                     "yes / at the edge / no with the measured band (predict names the unknown that decides it)"}
+                     "yes / at the edge / no with the measured band (predict names the unknown that decides it); "
+                     "max_num_seqs: the cell's, lowered from vLLM's default where its Mamba-block check (CUDA graphs "
+                     "on a hybrid) refuses it"}
 
 
 def target_row(d: Deployment, c: Coefficients, tokens: int, mtp_tokens: int = 2,
@@ -367,26 +447,45 @@ class Answer:
     first_boot: Prediction
     restart: Prediction
     restart_other: Prediction | None = None
+    fixed: "Answer | None" = None  # where a start check refuses these flags: the same with the fix it names
 
     @property
     def same(self) -> bool:
         return self.first_boot.deployment.enforce_eager
 
+    @property
+    def refusals(self) -> list[StartCheck]:
+        """The start checks that refuse these flags on either boot, once per check (the first boot's where both)."""
+        seen: dict[str, StartCheck] = {}
+        for chk in self.first_boot.refusals + self.restart.refusals:
+            seen.setdefault(chk.check, chk)
+        return list(seen.values())
+
 
 def answer(d: Deployment, c: Coefficients, w: WeightBytes | None = None, prompt_tokens: int | None = None,
-           other: bool = True) -> Answer:
+           other: bool = True, fix: bool = True) -> Answer:
     """The first boot and the restart (and, with `other` in graph mode, the restart in the other Triton-cache
-    state)."""
+    state); where vLLM's Mamba-block check refuses max_num_seqs, with `fix` the same answer at the max_num_seqs that
+    starts on both boots."""
     w = w or weight_bytes(d)
     if d.enforce_eager:
         p = predict(d, c, w, prompt_tokens)
-        return Answer(p, p)
-    first = "fresh" if d.compile_cache == "fresh" else "cold"
-    again = "warm-jit" if d.compile_cache == "warm-jit" else "warm"
-    return Answer(predict(d.with_(compile_cache=first), c, w, prompt_tokens),
-                  predict(d.with_(compile_cache=again), c, w, prompt_tokens),
-                  predict(d.with_(compile_cache="warm" if again == "warm-jit" else "warm-jit"), c, w, prompt_tokens)
-                  if other else None)
+        a = Answer(p, p)
+    else:
+        first = "fresh" if d.compile_cache == "fresh" else "cold"
+        again = "warm-jit" if d.compile_cache == "warm-jit" else "warm"
+        a = Answer(predict(d.with_(compile_cache=first), c, w, prompt_tokens),
+                   predict(d.with_(compile_cache=again), c, w, prompt_tokens),
+                   predict(d.with_(compile_cache="warm" if again == "warm-jit" else "warm-jit"), c, w, prompt_tokens)
+                   if other else None)
+    seqs = [chk.max_num_seqs_that_starts for p in (a.first_boot, a.restart) for chk in p.refusals
+            if chk.check == "mamba_cache_blocks"]
+    if fix and seqs and all(seqs):
+        note = f"max_num_seqs {min(seqs)} (the fix)"
+        fixed_d = d.with_(max_num_seqs=min(seqs), max_num_seqs_given=True,
+                          defaults=tuple(x for x in d.defaults if not x.startswith("max_num_seqs ")) + (note,))
+        a = replace(a, fixed=answer(fixed_d, c, w, prompt_tokens, other, fix=False))
+    return a
 
 
 def answer_json(a: Answer) -> dict[str, Any]:
@@ -397,7 +496,11 @@ def answer_json(a: Answer) -> dict[str, Any]:
            "defaults_not_chosen": list(a.restart.deployment.defaults),
            "verdicts_first_boot": {k: v.to_json() for k, v in a.first_boot.verdicts.items()},
            "verdicts_restart": {k: v.to_json() for k, v in a.restart.verdicts.items()},
-           "restart_compile_cache": a.restart.deployment.compile_cache}
+           "restart_compile_cache": a.restart.deployment.compile_cache,
+           "start_refusals": [chk.to_json() for chk in a.refusals]}
+    if a.fixed is not None:
+        out["with_fix"] = {"max_num_seqs": a.fixed.restart.deployment.max_num_seqs,
+                           **{k: v for k, v in answer_json(a.fixed).items() if k not in ("defaults_not_chosen",)}}
     if a.restart_other is not None:
         o = a.restart_other
         out["max_model_len_ceiling_restart_" + o.deployment.compile_cache.replace("-", "_")] = \

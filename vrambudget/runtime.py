@@ -185,6 +185,8 @@ class RuntimeInputs:
     held_eager_autotune: Coef = field(default_factory=lambda: Coef(0.0, 0.0, 0.0, ""))
     prompt_error: Coef = field(default_factory=lambda: Coef(0.0, 0.0, 0.0, ""))  # truth - model of a long prompt
     activation_error: Coef = field(default_factory=lambda: Coef(0.0, 0.0, 0.0, ""))  # truth - model of the peak
+    graphs_outside: Coef = field(default_factory=lambda: Coef(0.0, 0.0, 0.0, ""))  # graphs captured after the KV
+    # cache that the version leaves out of its budget (Model Runner V2 before 0.29, V1 before 0.20), bytes
 
 
 def runtime_need(i: RuntimeInputs, context: Term | None = None) -> RuntimeNeed:
@@ -204,6 +206,10 @@ def runtime_need(i: RuntimeInputs, context: Term | None = None) -> RuntimeNeed:
         held.append(Term("kept by startup beyond the budget", int(h.value), h.source, True, int(h.low - h.value),
                          int(h.high - h.value), "what vLLM keeps after startup on this card" +
                          ("" if not i.eager else " in eager mode (measured with graphs only)")))
+        g = i.graphs_outside
+        if g.value:
+            held.append(Term("CUDA graphs captured outside the budget", int(g.value), g.source, False,
+                             int(g.low - g.value), int(g.high - g.value), "the CUDA graphs' memory"))
     else:
         h = i.held_eager_autotune
         held.append(Term("kept by startup beyond the budget (eager, FlashInfer autotune)", int(h.value), h.source,

@@ -80,14 +80,46 @@ def runtime_for(d: Deployment, c: Coefficients, b: Budget, layout: KVLayout, pro
         held_eager_autotune=_coef(c, "runtime_held_eager_autotune_bytes"),
         prompt_error=_coef(c, "runtime_prompt_error_eager_bytes" if eager and flashinfer_autotunes(d.gpu).value
                            else "runtime_prompt_error_released_bytes"),
-        activation_error=activation_error(c, d.max_num_batched_tokens))
+        activation_error=activation_error(c, d.max_num_batched_tokens),
+        graphs_outside=graphs_outside_budget(d, b, c))
     return runtime_need(i, context_term(b))
+
+
+def graphs_outside_budget(d: Deployment, b: Budget, c: Coefficients) -> Coef:
+    """The CUDA graphs a version captures after the KV cache without budgeting them (bytes, with their spread):
+    Model Runner V2 before 0.29 (its profile_cudagraph_memory returns 0), V1 before 0.20 (the estimate is not
+    subtracted). V2's capture takes more than V1's estimator gives for the same sizes: by the measured factor
+    (v2_graph_capture_factor). Zero in eager mode or where the budget holds them."""
+    if d.enforce_eager or b.cudagraph_in_budget or not b.cudagraph_bytes:
+        return Coef(0.0, 0.0, 0.0, "")
+    err = _coef(c, "cudagraph_estimate_error_bytes")
+    if d.runner == "v2":
+        f = _coef(c, "v2_graph_capture_factor")
+        factor = f.value or 1.0
+        return Coef(b.cudagraph_bytes * factor, b.cudagraph_bytes * (f.low or factor) + err.low,
+                    b.cudagraph_bytes * (f.high or factor) + err.high,
+                    f"Model Runner V2 captures its CUDA graphs after the KV cache and before 0.29 leaves them out "
+                    f"of its budget (v1/worker/gpu/model_runner.py profile_cudagraph_memory returns 0): V1's estimator "
+                    f"x {factor:.2f} ({f.source or 'not measured'})")
+    return Coef(float(b.cudagraph_bytes), b.cudagraph_bytes + err.low, b.cudagraph_bytes + err.high,
+                "this version captures its CUDA graphs after the KV cache without subtracting their estimate")
 
 
 def activation_error(c: Coefficients, tokens: int) -> Coef:
     """Truth - model of the profiled activation peak (bytes) as the lab measured it at about this many batched
     tokens (the model is tighter at 2048 than at 8192)."""
     return _coef(c, "activation_error_2048_bytes" if tokens <= 4096 else "activation_error_8192_bytes")
+
+
+def budget_error(c: Coefficients, d: Deployment, b: Budget) -> Coef:
+    """Truth - model of what the budget leaves for the KV cache, as a need (bytes: a larger truth leaves less): the
+    activation peak's measured spread at about this batch size and, where the version subtracts its CUDA graph
+    estimate, that estimate's (the estimator's fit residuals)."""
+    err = activation_error(c, d.max_num_batched_tokens)
+    if b.cudagraph_in_budget and b.cudagraph_bytes:
+        g = _coef(c, "cudagraph_estimate_error_bytes")
+        return Coef(0.0, err.low + g.low, err.high + g.high, f"{err.source}; {g.source}")
+    return err
 
 
 def host_share_term(d: Deployment) -> Term | None:
@@ -106,9 +138,10 @@ def start_verdict(question: str, available: int, needed: int, c: Coefficients, b
     """Does a length start: the KV memory left over (bytes) against the spread of the activation peak's prediction
     measured for this version at about this batch size (weights, non-torch and graph terms are within 0.01-0.02);
     the CUDA context's spread where vLLM's free-memory check is the closer one."""
-    err = activation_error(c, d.max_num_batched_tokens)  # a larger peak leaves less: as a need, the same sign
+    err = budget_error(c, d, b)  # a larger peak leaves less: as a need, the same sign
     spread = [Term("available KV memory", 0, err.source, True, int(err.low), int(err.high),
-                   "the activation peak on this card and version")]
+                   "the activation peak" + (" and CUDA graph estimate" if b.cudagraph_in_budget and b.cudagraph_bytes
+                                            else "") + " on this card and version")]
     host = host_share_term(d)
     if host is not None:
         spread.append(host)

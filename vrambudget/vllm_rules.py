@@ -41,6 +41,9 @@ class VllmRules:
     serve_defaults_big: tuple[int, int] = (8192, 1024)
     serve_defaults_small: tuple[int, int] = (2048, 256)
     big_gpu_threshold_gib: float = 70.0
+    # 0.28.0+: GPUs of at least this many GiB (B200/B300) get 16384 / 1024 (engine/arg_utils.py get_batch_defaults)
+    huge_gpu_threshold_gib: float | None = None
+    serve_defaults_huge: tuple[int, int] = (16384, 1024)
     # Where the coefficients of this range come from: measured logs, or inherited ("" = not measured).
     measured: str = ""
     # Batches of max_num_batched_tokens a sliding-window layer keeps beside its window (0.26: async
@@ -67,6 +70,26 @@ class VllmRules:
     # activation_sampler_factor). 0.10.0-0.11.0 take FlashInfer's sampler where FlashInfer is installed (vLLM's
     # Docker image; pip's vllm lists it only as an extra); a log says which ran (LogFacts.sampler).
     sampler: str = "kernel"
+    # What vLLM does when max_num_seqs exceeds a hybrid's KV cache blocks with FULL CUDA graphs: "raise" (0.20.2-0.33.0:
+    # ValueError in config/compilation.py resolve_cudagraph_mode_and_sizes) or "cap" (0.19.1: capture sizes capped to
+    # the blocks with a warning; the ranges before it are planned as 0.19)
+    mamba_block_check: str = "raise"
+    # Whether Model Runner V2 estimates its CUDA graphs and subtracts them from the KV budget (0.29+: a throwaway
+    # capture in v1/worker/gpu/cudagraph_utils.py; before, profile_cudagraph_memory returns 0 and V2's graphs are
+    # captured after the KV cache, outside the budget)
+    v2_graph_estimate_in_budget: bool = False
+    # Whether the fused-MoE scratch stays allocated after a forward (v1/worker/workspace.py WorkspaceManager, from
+    # 0.13.0; 0.10.2-0.12.0 allocate it per call), so that the sampler's dummy run peaks on top of it
+    moe_workspace_kept: bool = True
+    # 0.27+: the budget is requested - (the drop in free memory over loading and profiling + the profile's transient
+    # peak) (utils/mem_utils.py), so buffers a runner keeps from its start count: Model Runner V2's per-request
+    # sampling state (budget.v2_runner_buffers); before, only weights + torch peak increase + non-torch counted
+    runner_buffers_in_budget: bool = False
+    # 0.33: Model Runner V2's dummy sampler adds a pass with real sampling parameters on an fp32 copy of the logits
+    v2_sampler_fp32_pass: bool = False
+    # Whether Mamba 'align' mode asserts block_size <= max_num_batched_tokens (config/vllm.py validate_block_size,
+    # 0.19.1-0.26.0; removed in 0.27.1)
+    align_block_assert: bool = True
     # The last minor version this range's rules were read for (e.g. "0.16": the sampler checked in 0.10.2-0.16.0's
     # source), so a version up to it is inside the range, not between two ranges ("": only the range's own minor).
     covers: str = ""
@@ -93,7 +116,7 @@ _R019 = VllmRules(
     version="0.19", description="vLLM 0.19.x (KV tokens logged as blocks // groups x B)",
     default_gmu=0.9, hybrid_block_multiple=16, align_block_multiple_hopper=16,
     mamba_mode_default="none", align_hopper_extra_blocks=0, reserved_null_blocks=0,
-    kv_tokens_formula="groups", cudagraph_estimate_in_budget=False,
+    kv_tokens_formula="groups", cudagraph_estimate_in_budget=False, mamba_block_check="cap",
 )
 
 RULES: dict[str, VllmRules] = {
@@ -103,7 +126,7 @@ RULES: dict[str, VllmRules] = {
     # 56.93 weights + 5.58 peak activation + 0.07 non-torch + 8.68 KV; its 0.69 GiB of graphs come on top:
     # c-h100-qwen3-30b-a3b-v0.10.2.log). Their sampler read in the 0.10.2-0.17.1 wheels' source: a torch sort
     # up to 0.16, a Triton kernel from 0.17.0.
-    "0.10": replace(_R019, version="0.10", sampler="sort", covers="0.16",
+    "0.10": replace(_R019, version="0.10", sampler="sort", covers="0.16", moe_workspace_kept=False,
                     description="vLLM 0.10.x-0.16.x (KV plan as 0.19's: not read in source, their public logs "
                     "reproduce it; the sampler's top-k/top-p by sort, read in source)"),
     "0.17": replace(_R019, version="0.17", description="vLLM 0.17.x-0.18.x (planned as 0.19: not read in source; "
@@ -115,16 +138,23 @@ RULES: dict[str, VllmRules] = {
                     default_gmu=0.92, sliding_in_flight_batches=2, model_notes=(("gemma4", GEMMA4_TF_NOTE),),
                     drafter_sliding_layers=True, int4_group_load_extra_bytes=1.5, gdn_ba_replicated_int4=True,
                     measured="vLLM 0.26.0 startups on H100 and 2x H200 (tests/fixtures/lab-vllm-0.26.0-*)"),
-    "0.33": VllmRules(
-        version="0.33", description="vLLM 0.33.x, the current release (from its source; not yet "
-        "verified on a log: probe it to refit)",
-        default_gmu=0.92, hybrid_block_multiple=16, align_block_multiple_hopper=64,
-        mamba_mode_default="align", align_hopper_extra_blocks=1, reserved_null_blocks=1,
-        kv_tokens_formula="concurrency", cudagraph_estimate_in_budget=True, sliding_in_flight_batches=2,
-        drafter_sliding_layers=True, int4_group_load_extra_bytes=1.5,  # 0.26.0's measurement, carried
-        gdn_ba_replicated_int4=True,  # 0.26's source, carried
-    ),
 }
+# 0.27-0.33 from their wheels' source (the host runs 0.26.0 at the newest); each range names what changed in CHANGES.
+RULES["0.27"] = replace(RULES["0.26"], version="0.27", measured="", model_notes=(), align_block_assert=False,
+                        runner_buffers_in_budget=True,
+                        description="vLLM 0.27.x (from its source: the budget counts what loading and profiling "
+                        "consumed; not measured here, public 0.27.1 logs in the corpus)")
+RULES["0.28"] = replace(RULES["0.27"], version="0.28", mamba_mode_default="align", huge_gpu_threshold_gib=160.0,
+                        description="vLLM 0.28.x (from its source: prefix caching and Mamba 'align' mode on by "
+                        "default for hybrids; not measured)")
+RULES["0.29"] = replace(RULES["0.28"], version="0.29", reserved_null_blocks=1, v2_graph_estimate_in_budget=True,
+                        description="vLLM 0.29.x-0.32.x (from its source: Model Runner V2 for every model, its CUDA "
+                        "graphs estimated into the budget, one null block kept back; not measured, public 0.29.0 "
+                        "logs in the corpus)", covers="0.32")
+RULES["0.33"] = replace(RULES["0.29"], version="0.33", align_block_multiple_hopper=64, align_hopper_extra_blocks=1,
+                        v2_sampler_fp32_pass=True, covers="",
+                        description="vLLM 0.33.x, the current release (from its source; not yet verified on a log: "
+                        "probe it to refit)")
 NEWEST = "0.33"
 
 
@@ -179,8 +209,15 @@ CHANGES: dict[tuple[str, str], tuple[str, ...]] = {
                        "sliding-window layers keep 2 batches in flight beside the window (async scheduling)",
                        "4-bit AWQ / GPTQ layers load 1.5 bytes per group and output more (measured)",
                        "a GDN layer's b/a projection stays whole on each TP rank under AWQ / GPTQ / AutoRound (source)"),
-    ("0.26", "0.33"): ("mamba cache mode 'align' by default", "a reserved null block",
-                       "align-mode block multiple 64 on Hopper"),
+    ("0.26", "0.27"): ("the budget counts what loading and profiling consumed: Model Runner V2's per-request "
+                       "sampling buffers (about 4 x max_num_seqs x vocab bytes) come off the KV cache",
+                       "Model Runner V2 profiles the vision encoder"),
+    ("0.27", "0.28"): ("prefix caching on by default for hybrids: Mamba 'align' mode, 2 + k state blocks a request",
+                       "GPUs of 160 GiB or more default to 16384 batched tokens"),
+    ("0.28", "0.29"): ("Model Runner V2 for every model (hybrids and MoE included), its CUDA graphs estimated into "
+                       "the budget", "one null block kept back from the ceiling check"),
+    ("0.29", "0.33"): ("align-mode block multiple 64 on Hopper with FlashInfer's GDN prefill, one more state block",
+                       "Model Runner V2's dummy sampler adds an fp32 pass with real sampling parameters"),
 }
 
 
@@ -244,8 +281,9 @@ def choose_version(given: str | None) -> VersionChoice:
         warnings.append(f"vLLM {asked} is newer than the newest modelled release ({NEWEST}): planned with "
                         f"{NEWEST}'s rules, which nobody has checked against {asked}")
     elif rules.covers and want <= _key(rules.covers):
-        warnings.append(f"vLLM {asked} is planned with the {rules.version} range, {rules.description}; its terms "
-                        "besides the sampler's are estimates: none was measured on it")
+        warnings.append(f"vLLM {asked} is planned with the {rules.version} range, {rules.description}"
+                        + ("; its terms besides the sampler's are estimates: none was measured on it"
+                           if rules.sampler == "sort" else ""))
     elif want != base:
         nxt = min((k for k in RULES if _key(k) > want), key=_key)
         changed = CHANGES.get((rules.version, nxt), ())
@@ -273,3 +311,48 @@ def cudagraph_mode(eager: bool, spec_tokens: int, support: str) -> str:
     if level == CG_SUPPORT["NEVER"] or (spec_tokens and level < CG_SUPPORT["UNIFORM_BATCH"]):
         return "PIECEWISE"
     return "FULL_AND_PIECEWISE"
+
+
+# Which model runner vLLM picks (config/vllm.py VllmConfig.use_v2_model_runner, VLLM_USE_V2_MODEL_RUNNER unset),
+# read in the 0.19.1-0.33.0 wheels: V1 (v1/worker/gpu_model_runner.py) until 0.22; from 0.22 Model Runner V2
+# (v1/worker/gpu/model_runner.py) for an allow-list that grew each release; from 0.29 (#53183) for every model.
+# (first version, architectures that take V2 whatever they are, whether any dense non-hybrid decoder takes V2,
+#  whether a quantized or MoE model of the list may)
+_V2_ARCHS_024 = ("Qwen3ForCausalLM", "DeepseekV2ForCausalLM", "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM",
+                 "LlamaForCausalLM", "MistralForCausalLM")
+_V2_MOE_ARCHS_025 = ("DeepseekV2ForCausalLM", "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM")
+_V2_MOE_ARCHS_026 = _V2_MOE_ARCHS_025 + ("InklingForCausalLM", "InklingForConditionalGeneration",
+                                         "LongcatFlashNgramForCausalLM")
+
+
+@dataclass(frozen=True)
+class RunnerInputs:
+    """What vLLM's runner choice reads of a deployment."""
+
+    architecture: str  # config.json's architectures[0]
+    moe: bool
+    hybrid: bool  # Mamba-type state layers (GatedDeltaNet, Mamba1/2, ...)
+    quantized: bool
+    speculative_method: str | None  # "mtp", "ngram", "dflash" or None
+
+
+def model_runner(version: str, m: RunnerInputs) -> str:
+    """"v1" or "v2": the model runner vLLM `version` picks for this model when VLLM_USE_V2_MODEL_RUNNER is unset
+    (config/vllm.py _is_default_v2_model_runner_model and _get_v2_model_runner_unsupported_features; the note
+    behind this table: docs/vllm-rules.md)."""
+    v = _key(version)
+    if v < (0, 22):
+        return "v1"  # the env var defaults to off
+    if m.speculative_method == "ngram" and v < (0, 32):
+        return "v1"  # ngram drafting is a V1-only feature until 0.32
+    if v >= (0, 29):
+        return "v2"
+    if v < (0, 24):
+        archs = ("Qwen3ForCausalLM",) if v < (0, 23) else ("Qwen3ForCausalLM", "LlamaForCausalLM", "MistralForCausalLM")
+        return "v2" if m.architecture in archs and not m.moe and not m.quantized else "v1"
+    if v < (0, 25):
+        return "v2" if m.architecture in _V2_ARCHS_024 else "v1"
+    if m.hybrid:  # 0.27-0.28 admit listed hybrids (KimiK3, DeepseekV4), none of the families modelled here
+        return "v1"
+    moe_archs = _V2_MOE_ARCHS_025 if v < (0, 26) else _V2_MOE_ARCHS_026
+    return "v2" if not m.moe or m.architecture in moe_archs else "v1"

@@ -84,13 +84,34 @@ def prepare(p: dict) -> dict:
 
 
 def _model_config(m: dict) -> dict:
+    """A model folder's config.json: a fixture's, a bundled profile's or drafter's, then the plan's changes (each
+    said in the plan): `text_only` (the text model of a multimodal config, as its own architecture), `config_remove`
+    (dotted keys dropped, e.g. an FP8 quantization_config the bundle cannot run) and `config_updates` (dotted keys
+    set, e.g. fewer layers of a model too large for one GPU)."""
     if "fixture" in m:
         cfg = json.loads((ROOT / m["fixture"] / "config.json").read_text())
     elif "profile" in m:
         cfg = json.loads((ROOT / "profiles" / "models" / f"{m['profile']}.json").read_text())["config"]
     else:
         cfg = json.loads((ROOT / "profiles" / "drafters" / f"{m['drafter']}.json").read_text())["config"]
-    return {**cfg, **m.get("config_updates", {})}
+    if m.get("text_only"):
+        text = dict(cfg["text_config"])
+        text["architectures"] = [m["text_only"]]
+        text.setdefault("torch_dtype", cfg.get("torch_dtype", "bfloat16"))
+        cfg = text
+    for key in m.get("config_remove", []):
+        *path, last = key.split(".")
+        node = cfg
+        for p in path:
+            node = node.get(p, {})
+        node.pop(last, None)
+    for key, value in m.get("config_updates", {}).items():
+        *path, last = key.split(".")
+        node = cfg
+        for p in path:
+            node = node.setdefault(p, {})
+        node[last] = value
+    return cfg
 
 
 def run_step(s: dict, env: dict, p: dict) -> None:
@@ -171,7 +192,10 @@ def background(argv: list[str], wait: float) -> int:
     pid_file, out_file = STATE / "runner.pid", STATE / "runner.out"
     alive = pid_file.exists() and Path(f"/proc/{pid_file.read_text().strip()}").exists()
     if argv and not alive:
-        proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), *argv],
+        # the call's $OUT is emptied (or gone) once the call returns: the background run writes its copies to a
+        # folder of its own, and each call's collect() packs /tmp/lab into that call's $OUT
+        env = {**os.environ, "OUT": "/tmp/labout"}
+        proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), *argv], env=env,
                                 stdout=open(out_file, "ab"), stderr=subprocess.STDOUT, start_new_session=True)
         pid_file.write_text(str(proc.pid))
     seen, end = 0, time.monotonic() + wait
@@ -218,7 +242,8 @@ def main(argv: list[str]) -> int:
     if what == ["cache"]:
         return sh(f"tar -C ~ -czf $OUT/jit-cache.tgz .triton/cache .cache/flashinfer 2>/dev/null; ls -l $OUT")
     env = prepare(p)
-    steps = [s for s in p["steps"] if not what or s["tag"] in what]
+    by_tag = {s["tag"]: s for s in p["steps"]}
+    steps = [by_tag[t] for t in what] if what else p["steps"]  # the order given (a later host resumes a plan)
     for s in steps:
         run_step(s, env, p)
     return 0

@@ -58,6 +58,8 @@ def plan(opts: DeploymentOptions,
         else:
             dd = d.with_(enforce_eager=best.enforce_eager, spec_tokens=mtp if best.mtp else 0, speculative_method="mtp",
                          gmu=best.gmu, compile_cache="warm", attention_backend=best.attention_backend)
+            if best.max_num_seqs is not None:
+                dd = dd.with_(max_num_seqs=best.max_num_seqs)
             model = sc.model_argument(dd, checkpoint)
             cmd = sc.build_command(dd, run(dd, c), model, tokens, 8000, None)
             first = ("" if best.enforce_eager or (best.gmu_first_boot and best.gmu_first_boot <= best.gmu) else
@@ -65,7 +67,9 @@ def plan(opts: DeploymentOptions,
                      "(Restart=on-failure in the systemd unit).")
             edge = ("" if best.verdict == "yes" else " It is at the edge: `vrambudget predict` with these flags names "
                     "the unknown that decides it.")
-            text.append(f"Fastest that serves: {best.label} at GMU {best.gmu:.2f}.{first}{edge}"
+            seqs = (f" With --max-num-seqs {best.max_num_seqs}: vLLM's default {d.max_num_seqs} exceeds the Mamba "
+                    "cache blocks its CUDA graphs need, and vLLM refuses it." if best.max_num_seqs is not None else "")
+            text.append(f"Fastest that serves: {best.label} at GMU {best.gmu:.2f}.{first}{edge}{seqs}"
                         + (" TRITON_ATTN avoids FlashInfer's workspaces; its decode speed against FlashInfer's is "
                            "not measured here." if best.attention_backend == "TRITON_ATTN" else ""))
             text.append(sc.render(cmd, fmt, f"vLLM {cmd.argv[1]} (max_model_len {tokens}, GMU {best.gmu:.2f}; "

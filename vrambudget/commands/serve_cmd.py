@@ -36,8 +36,16 @@ def serve_cmd(opts: DeploymentOptions,
         from ..output import servecmd as sc
         from ..predict import predict as run
 
+        from ..predict import fit_max_num_seqs
+
         sc.check_format(fmt)
         d, c = opts.build()
+        fitted = fit_max_num_seqs(d, c)  # vLLM's default max_num_seqs lowered where its Mamba-block check refuses it
+        notes = []
+        if fitted.max_num_seqs != d.max_num_seqs:
+            notes.append(f"--max-num-seqs {fitted.max_num_seqs}: vLLM's default {d.max_num_seqs} exceeds the Mamba "
+                         "cache blocks its CUDA graphs need on this budget, and vLLM refuses it")
+            d = fitted
         p = run(d.with_(auto_fit=True), c)
         if d.max_model_len_given:
             p_given = run(d, c)
@@ -49,7 +57,7 @@ def serve_cmd(opts: DeploymentOptions,
         model = sc.model_argument(d, checkpoint)
         cmd = sc.build_command(d, p, model, mml, port, served_model_name)
         if model.placeholder:
-            echo(f"note: {model.how}", err=True)
+            notes.append(model.how)
         text = sc.render(cmd, fmt, f"vLLM {model.value} (max_model_len {mml}, GMU {d.gmu:.2f}; vrambudget)",
                          d.rules.version, port, user)
         if out:
@@ -60,6 +68,8 @@ def serve_cmd(opts: DeploymentOptions,
             write_text_atomic(Path(out), text)
         else:
             sys.stdout.write(text)
+        for note in notes:
+            echo(f"note: {note}", err=True)
         for w in cmd.warnings:
             echo(f"warning: {w}", err=True)
 

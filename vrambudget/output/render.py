@@ -102,7 +102,8 @@ def plan_table(p: Prediction) -> str:
          + (f" (mamba mode {d.mamba_mode})" if lay.hybrid else "")],
         ["GPU KV cache size", f"{pl.kv_cache_tokens:,} tokens", "as vLLM logs it"],
         ["max concurrency", f"{pl.max_concurrency:.2f}x", f"requests of {pl.max_model_len:,} tokens"],
-        ["CEILING max_model_len", f"{p.ceiling:,} tokens", "longest that starts"
+        ["CEILING max_model_len", f"{p.ceiling:,} tokens",
+         f"none starts: {', '.join(x.check for x in p.refusals)} (see below)" if p.refusals else "longest that starts"
          + (" (capped at the model's maximum)" if p.ceiling < pl.ceiling else "")],
     ]
     return tabulate(rows, headers=["KV plan", "value", "how"], tablefmt="simple", disable_numparse=True)
@@ -129,7 +130,37 @@ def _short(source: str, n: int = 110) -> str:
 def answer_lines(a: Answer) -> list[str]:
     """The headline, before any table: ceilings on the first boot and after a restart, whether the asked-for
     max_model_len starts, the one change that makes it start, and the verdicts (yes / at the edge / no, the margin,
-    its measured band and the unknown that decides it) for starting and serving."""
+    its measured band and the unknown that decides it) for starting and serving. Where one of vLLM's start checks
+    refuses the flags at any length: that first, with vLLM's message, the fix, and the answer with the fix."""
+    d = a.restart.deployment
+    lines = refusal_lines(a) if a.refusals else ceiling_lines(a)
+    if d.defaults:
+        lines.append(f"Not chosen by you (vLLM {d.rules.version} defaults on this GPU): {', '.join(d.defaults)}.")
+    if a.restart.estimated:
+        lines.append(f"Estimated, not measured here: {'; '.join(a.restart.estimated)}.")
+    return lines
+
+
+def refusal_lines(a: Answer) -> list[str]:
+    """The start checks that refuse these flags whatever max_model_len, each with vLLM's message and fix, then the
+    answer with the fix applied (a.fixed)."""
+    lines = []
+    for chk in a.refusals:
+        boots = [name for name, p in (("first boot", a.first_boot), ("restart", a.restart))
+                 if any(x.check == chk.check for x in p.refusals)]
+        when = "" if a.same or len(boots) == 2 else f" (on the {boots[0]} only)"
+        lines.append(f"Does not start at any max_model_len{when}: vLLM refuses: \"{chk.vllm_message}\"")
+        lines.append(f"Fix: {chk.fix}.")
+    if a.fixed is not None:
+        n = a.fixed.restart.deployment.max_num_seqs
+        core = ceiling_lines(a.fixed)
+        lines.append(f"With --max-num-seqs {n}: {core[0]}")
+        lines += core[1:]
+    return lines
+
+
+def ceiling_lines(a: Answer) -> list[str]:
+    """Ceilings on the first boot and after a restart, whether the asked-for length starts, and the verdicts."""
     f, r = a.first_boot, a.restart
     d = r.deployment
     fc = f.ceiling if f.plan.ceiling else 0
@@ -163,10 +194,6 @@ def answer_lines(a: Answer) -> list[str]:
     else:
         lines.append(f"{what} does not start: {_fix(r)}.")
     lines += verdict_lines(r, a.same)
-    if d.defaults:
-        lines.append(f"Not chosen by you (vLLM {d.rules.version} defaults on this GPU): {', '.join(d.defaults)}.")
-    if r.estimated:
-        lines.append(f"Estimated, not measured here: {'; '.join(r.estimated)}.")
     return lines
 
 
@@ -265,7 +292,9 @@ def table_text(t: dict[str, Any], target: dict[str, float | None] | None, tokens
         fmt = lambda v: f"{v:,}" if v else "-"  # noqa: E731
         verdict = r.get("serves_verdict", {}).get(col)
         mark = "~" if warm and verdict == "at the edge" else "*" if warm and verdict == "no" else ""
-        return (fmt(warm) if warm == cold else f"{fmt(cold)} / {fmt(warm)}") + mark
+        n = r.get("max_num_seqs", {}).get(col)
+        lowered = f"@{n}" if n is not None and n != t.get("max_num_seqs") and (warm or cold) else ""
+        return (fmt(warm) if warm == cold else f"{fmt(cold)} / {fmt(warm)}") + lowered + mark
 
     rows = [[f"{r['gmu']:.2f}"] + [cell(r, c) for c in cols] for r in t["rows"]]
     out = tabulate(rows, headers=["GMU"] + cols, tablefmt="simple", disable_numparse=True, stralign="right")
@@ -279,8 +308,11 @@ def table_text(t: dict[str, Any], target: dict[str, float | None] | None, tokens
         out += "\n\n" + tabulate([[f"{tokens:,}"] + [gm(c) for c in cols]], headers=["smallest GMU for"] + cols,
                                  tablefmt="simple", disable_numparse=True, stralign="right")
     marks = {r.get("serves_verdict", {}).get(c) for r in t["rows"] for c in cols if r["ceilings"][c]}
+    lowered = any(n != t.get("max_num_seqs") for r in t["rows"] for n in r.get("max_num_seqs", {}).values())
     return out + ("\n(ceiling = longest max_model_len that starts; graph columns: first boot after a change / "
                   "restart with the compile cache warm; '-' = does not start"
+                  + (f"; @N = with --max-num-seqs N: vLLM's default {t.get('max_num_seqs')} exceeds the Mamba cache "
+                     "blocks its CUDA graphs need (vLLM refuses it)" if lowered else "")
                   + ("; * = starts, but a prompt that long runs out of memory after startup" if "no" in marks else "")
                   + ("; ~ = serving a prompt that long is at the edge of the measured band" if "at the edge" in marks
                      else "")
