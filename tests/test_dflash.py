@@ -37,12 +37,12 @@ def test_bundled_drafter_shape():
 def test_vllm_0_26_builds_the_drafters_sliding_layers():
     """0.26 source (qwen3_dflash.py _resolve_layer_attention): the config's 4 sliding layers keep 2048 tokens."""
     lay = layout_for(deployment("0.26.0"))
-    kinds = sorted((b.kind, b.num_layers) for b in lay.buckets)
+    kinds = sorted((b.kind.label, b.num_layers) for b in lay.buckets)
     assert kinds == [("attention", 1), ("attention", 16), ("gdn", 48), ("sliding", 4)]
-    sw = next(b for b in lay.buckets if b.kind == "sliding").spec
+    sw = next(b for b in lay.buckets if b.kind.label == "sliding").spec
     assert sw.window == 2048 and sw.in_flight_tokens == 2 * 8192
     # 0.20 builds all five as full attention
-    assert [(b.kind, b.num_layers) for b in layout_for(deployment("0.20.2")).buckets] == [
+    assert [(b.kind.label, b.num_layers) for b in layout_for(deployment("0.20.2")).buckets] == [
         ("attention", 16), ("attention", 5), ("gdn", 48)]
 
 

@@ -73,7 +73,7 @@ def test_logged_figures():
 def test_gemma4_layout():
     """Unequal pages unified as vLLM does: full-attention block 32, sliding 16, groups of 10 layers."""
     lay = layout_for(_compare("g31t-e-bf16.log").prediction.deployment)
-    blocks = {b.kind: (b.spec.block_size, b.spec.page_size_bytes, b.num_layers) for b in lay.buckets}
+    blocks = {b.kind.label: (b.spec.block_size, b.spec.page_size_bytes, b.num_layers) for b in lay.buckets}
     assert blocks == {"attention": (32, 262_144, 10), "sliding": (16, 262_144, 50)}
     assert (lay.group_size, lay.num_groups, lay.padding_layers) == (10, 6, 0)
 

@@ -99,7 +99,7 @@ def test_sliding_window_layers_hold_window_plus_chunk():
     a = arch_from_config(cfg, "sw")
     lay = build_layout(a, kv_dtype_bytes=2, spec_tokens=0, draft_attention_layers=0, tp=1, mamba_blocks=1,
                        block_multiple=16, max_num_batched_tokens=2048)
-    assert [(b.kind, b.num_layers) for b in lay.buckets] == [("attention", 4), ("sliding", 4)]
+    assert [(b.kind.label, b.num_layers) for b in lay.buckets] == [("attention", 4), ("sliding", 4)]
     # one full group: cdiv(L, 16); one sliding group: cdiv(min(4096 - 1 + 2048, L), 16) + 1
     assert lay.blocks_per_request(100_000) == 6250 + 385
     assert lay.blocks_per_request(1000) == 63 + 64

@@ -108,7 +108,7 @@ def test_dflash_drafter_layers_in_the_kv_plan_on_vllm_0_20():
     d = deployment_from_log(f, src["model"], gpus.lookup(src["gpu"]), drafter=src["drafter"])
     lay = layout_for(d)
     assert (lay.block_size, lay.group_size, lay.num_groups) == (816, 5, 15)
-    assert [(b.kind, b.num_layers) for b in lay.buckets] == [("attention", 16), ("attention", 5), ("gdn", 48)]
+    assert [(b.kind.label, b.num_layers) for b in lay.buckets] == [("attention", 16), ("attention", 5), ("gdn", 48)]
     assert plan_kv(lay, 1230 * lay.bytes_per_block, 185_000, d.rules).kv_cache_tokens == 188_838
     assert tokens_within_rounding(lay, f.available_kv_gib, f.max_model_len, f.kv_cache_tokens, d.rules)
     assert round(plan_kv(lay, 1230 * lay.bytes_per_block, 185_000, d.rules).max_concurrency, 2) == f.concurrency

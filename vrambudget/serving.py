@@ -25,7 +25,7 @@ def graph_mode(d: Deployment, b: Budget) -> str:
 def attention_builders(d: Deployment, lay: KVLayout) -> int:
     """Attention metadata builders: one per attention KV-cache group (vLLM 0.20.2 gpu_model_runner.py
     initialize_attn_backend) and one for the MTP drafter (spec_decode/llm_base_proposer.py draft_attn_groups)."""
-    return (sum(lay.groups(k) for k in lay.buckets if k.kind != "gdn") or 1) + (1 if d.mtp else 0)
+    return (sum(lay.groups(k) for k in lay.buckets if not k.kind.has_state) or 1) + (1 if d.mtp else 0)
 
 
 def first_request_buffers(d: Deployment, b: Budget, lay: KVLayout) -> tuple[str, int, str, int, int]:

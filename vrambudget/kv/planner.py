@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from ..model.arch import FULL, LINEAR, SLIDING, ModelArch
 from ..errors import UserError
-from .spec import AttentionSpec, MambaSpec, SlidingWindowSpec, mamba_spec
+from ..layers.base import CacheContext, LayerKind
+from ..model.arch import SLIDING, ModelArch
+from .spec import AttentionSpec, MambaSpec, SlidingWindowSpec
 from ..units import GiB, cdiv
 from ..vllm_rules import VllmRules
 
@@ -21,7 +22,7 @@ DENSE_BLOCK_SIZE = 16  # FlashAttention / FlashInfer default block on CUDA
 class Bucket:
     """Layers that share one spec; vLLM splits a bucket into groups of `group_size` layers."""
 
-    kind: str  # "attention", "sliding" or "gdn"
+    kind: LayerKind
     spec: AttentionSpec | MambaSpec
     num_layers: int
 
@@ -122,12 +123,24 @@ def _draft_buckets(draft: tuple[DraftLayers, ...], kv_dtype_bytes: int, block: i
     out = []
     for dl in draft:
         if dl.kind == SLIDING:
-            out.append(Bucket("sliding", SlidingWindowSpec(dl.num_kv_heads, dl.head_dim, kv_dtype_bytes, block,
+            out.append(Bucket(LayerKind.SLIDING, SlidingWindowSpec(dl.num_kv_heads, dl.head_dim, kv_dtype_bytes, block,
                                                            kv_scale_bytes, window=dl.window or 4096,
                                                            in_flight_tokens=in_flight_tokens), dl.count))
         else:
-            out.append(Bucket("attention", AttentionSpec(dl.num_kv_heads, dl.head_dim, kv_dtype_bytes, block,
+            out.append(Bucket(LayerKind.FULL, AttentionSpec(dl.num_kv_heads, dl.head_dim, kv_dtype_bytes, block,
                                                          kv_scale_bytes), dl.count))
+    return out
+
+
+# the order vLLM's plan (and this tool's tables) list a model's kinds in: attention first, state last
+KIND_ORDER = (LayerKind.FULL, LayerKind.MLA, LayerKind.SLIDING, LayerKind.CHUNKED, LayerKind.GDN, LayerKind.MAMBA2)
+
+
+def _kind_buckets(mixers: list, ctx: CacheContext) -> list[Bucket]:
+    """One bucket per (kind, spec), in KIND_ORDER, counting the layers that share it."""
+    out: list[Bucket] = []
+    for m in sorted(mixers, key=lambda m: KIND_ORDER.index(m.kind)):
+        out = _merge(out + [Bucket(m.kind, m.cache_spec(ctx), 1)])
     return out
 
 
@@ -135,41 +148,41 @@ def build_layout(arch: ModelArch, *, kv_dtype_bytes: int, spec_tokens: int, draf
                  tp: int, mamba_blocks: int, block_multiple: int, max_num_batched_tokens: int,
                  in_flight_batches: int = 1, kv_scale_bytes: int = 0,
                  drafter: tuple[DraftLayers, ...] = ()) -> KVLayout:
-    """Buckets, block size and groups for a model; an MTP drafter's attention layers (the target's spec) join
-    the full-attention bucket, an external drafter's layers join a bucket only where their spec is equal.
-    `mamba_blocks` = blocks one request holds per GDN group; a sliding-window layer keeps its window plus
-    `in_flight_batches` x max_num_batched_tokens (vllm_rules)."""
-    full_heads, full_dim = arch.attention_shape(FULL)
-    kv_heads = max(1, full_heads // tp)
-    attn = AttentionSpec(kv_heads, full_dim, kv_dtype_bytes, DENSE_BLOCK_SIZE, kv_scale_bytes)
-    n_full = arch.layer_types.count(FULL) + draft_attention_layers
-    n_gdn = arch.layer_types.count(LINEAR)
-    n_sw = arch.layer_types.count(SLIDING)
-    if n_gdn and arch.gdn:
-        mamba = mamba_spec(arch.gdn, model_dtype=arch.dtype, spec_tokens=spec_tokens, tp=tp,
-                           blocks_per_request=mamba_blocks)
-        block = hybrid_block_size(attn.bytes_per_token, mamba.state_bytes, block_multiple)
-        attn = AttentionSpec(kv_heads, full_dim, kv_dtype_bytes, block, kv_scale_bytes)
-        attention = unify_pages(_merge([Bucket("attention", attn, n_full)] + _draft_buckets(
-            drafter, kv_dtype_bytes, block, kv_scale_bytes, in_flight_batches * max_num_batched_tokens)), arch.name)
+    """Buckets, block size and groups for a model, from its layers' own cache specs (layers/): layers whose spec is
+    equal share a bucket; an MTP drafter's attention layers (the target's spec) join it, an external drafter's
+    layers join a bucket only where their spec is equal. Where some layers keep a fixed state (GatedDeltaNet,
+    Mamba2) the attention block is raised to a multiple of `block_multiple` tokens until one attention page holds a
+    state page, and the state page is padded to the attention page. `mamba_blocks` = blocks one request holds per
+    state group; a sliding-window layer keeps its window plus `in_flight_batches` x max_num_batched_tokens."""
+    in_flight = in_flight_batches * max_num_batched_tokens
+    ctx = CacheContext(kv_dtype_bytes, arch.dtype, tp, spec_tokens, mamba_blocks, in_flight, kv_scale_bytes,
+                       DENSE_BLOCK_SIZE)
+    mixers = [layer.mixer for layer in arch.layers]
+    if draft_attention_layers:
+        mixers += [arch.mtp_layer.mixer] * draft_attention_layers
+    buckets = _kind_buckets(mixers, ctx)
+    attention = [b for b in buckets if not b.kind.has_state]
+    states = [b for b in buckets if b.kind.has_state]
+    if len({b.spec for b in states}) > 1:
+        raise UserError(f"{arch.name}: state layers of more than one shape are not modelled")
+    if states:
+        if not attention:
+            raise UserError(f"{arch.name}: a model of state layers only (no attention) is not modelled")
+        full = next((b for b in attention if b.kind == LayerKind.FULL), attention[0])
+        block = hybrid_block_size(full.spec.bytes_per_token, states[0].spec.state_bytes, block_multiple)
+        attention = unify_pages(_merge([replace(b, spec=replace(b.spec, block_size=block)) for b in attention]
+                                       + _draft_buckets(drafter, kv_dtype_bytes, block, kv_scale_bytes, in_flight)),
+                                arch.name)
         page = max(b.spec.page_size_bytes for b in attention)
-        mamba = MambaSpec(**{**mamba.__dict__, "page_size_padded": page})
-        buckets = attention + [Bucket("gdn", mamba, n_gdn)]
+        buckets = attention + [replace(b, spec=replace(b.spec, page_size_padded=page)) for b in states]
+        block_size = block
     else:
-        buckets = [Bucket("attention", attn, n_full)] if n_full else []
-        if n_sw:
-            sw_heads, sw_dim = arch.attention_shape(SLIDING)
-            sw = SlidingWindowSpec(max(1, sw_heads // tp), sw_dim, kv_dtype_bytes, DENSE_BLOCK_SIZE, kv_scale_bytes,
-                                   window=arch.sliding_window or 4096,
-                                   in_flight_tokens=in_flight_batches * max_num_batched_tokens)
-            buckets.append(Bucket("sliding", sw, n_sw))
-        buckets += _draft_buckets(drafter, kv_dtype_bytes, DENSE_BLOCK_SIZE, kv_scale_bytes,
-                                  in_flight_batches * max_num_batched_tokens)
-        buckets = unify_pages(_merge([b for b in buckets if b.num_layers]), arch.name)
+        buckets = unify_pages(_merge(attention + _draft_buckets(drafter, kv_dtype_bytes, DENSE_BLOCK_SIZE,
+                                                                kv_scale_bytes, in_flight)), arch.name)
+        block_size = min(b.spec.block_size for b in buckets)
     buckets = [b for b in buckets if b.num_layers]
-    return KVLayout(tuple(buckets), block_size=min(b.spec.block_size for b in buckets) if not n_gdn else attn.block_size,
-                    group_size=group_size([b.num_layers for b in buckets]),
-                    page_size_bytes=max(b.spec.page_size_bytes for b in buckets), hybrid=bool(n_gdn))
+    return KVLayout(tuple(buckets), block_size=block_size, group_size=group_size([b.num_layers for b in buckets]),
+                    page_size_bytes=max(b.spec.page_size_bytes for b in buckets), hybrid=bool(states))
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,9 @@ All sizes are bytes per rank; lengths are tokens."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from math import prod
 
-from ..model.arch import GDNConfig
-from ..units import cdiv, dtype_bytes
+from ..units import cdiv
 
 
 @dataclass(frozen=True)
@@ -47,35 +47,47 @@ class SlidingWindowSpec(AttentionSpec):
 
 
 @dataclass(frozen=True)
+class ChunkedLocalSpec(AttentionSpec):
+    """Chunked local attention (Llama 4's RoPE layers): K and V of the current chunk of `chunk` tokens plus the
+    tokens in flight; a request holds cdiv(min(chunk + in flight, L), block_size) blocks (vLLM 0.26
+    ChunkedLocalAttentionSpec.max_memory_usage_bytes: no extra block, unlike a sliding window)."""
+
+    chunk: int = 8192
+    in_flight_tokens: int = 0
+
+    def blocks_for(self, tokens: int) -> int:
+        return cdiv(min(self.chunk + self.in_flight_tokens, tokens), self.block_size)
+
+
+@dataclass(frozen=True)
+class MLASpec(AttentionSpec):
+    """Multi-head latent attention: one latent of `head_dim` = kv_lora_rank + rope dims per token, K only (no V),
+    whole on every tensor-parallel rank (vLLM 0.26 MLAAttentionSpec, num_kv_heads 1); fp8_ds_mla stores 656 bytes a
+    token instead (`token_bytes`)."""
+
+    token_bytes: int = 0  # where the format fixes a token's bytes (fp8_ds_mla: 656); 0: head_dim x dtype
+
+    @property
+    def bytes_per_token(self) -> int:
+        return self.token_bytes or self.num_kv_heads * self.head_dim * self.dtype_bytes
+
+
+@dataclass(frozen=True)
 class MambaSpec:
-    """A GatedDeltaNet layer's fixed state per sequence: conv rows + recurrent matrix.
+    """A layer's fixed state per sequence (vLLM's MambaSpec): its tensors' shapes per rank and their dtypes' bytes
+    (GatedDeltaNet: conv rows x channels, value heads x value dim x key dim; Mamba2: conv rows x channels, heads x
+    head dim x state size). `blocks_per_request` is how many pages one request holds: 1 + k in "none" mode, 2 + k in
+    "align" mode (+ extra where FlashInfer prefill checkpoints need one), k = speculative tokens."""
 
-    `blocks_per_request` is how many pages one request holds: 1 + k in "none" mode, 2 + k in
-    "align" mode (+ extra where FlashInfer prefill checkpoints need one), k = speculative tokens.
-    """
-
-    conv_rows: int  # conv kernel - 1 + speculative tokens
-    conv_channels: int  # per rank
-    conv_dtype_bytes: int
-    value_heads: int  # per rank
-    value_head_dim: int
-    key_head_dim: int
-    ssm_dtype_bytes: int
+    shapes: tuple[tuple[int, ...], ...]
+    dtype_bytes: tuple[int, ...]
     blocks_per_request: int = 1
     page_size_padded: int | None = None  # vLLM pads the mamba page to the attention page
 
     @property
-    def conv_bytes(self) -> int:
-        return self.conv_rows * self.conv_channels * self.conv_dtype_bytes
-
-    @property
-    def recurrent_bytes(self) -> int:
-        return self.value_heads * self.value_head_dim * self.key_head_dim * self.ssm_dtype_bytes
-
-    @property
     def state_bytes(self) -> int:
         """Unpadded state of one sequence in one layer."""
-        return self.conv_bytes + self.recurrent_bytes
+        return sum(prod(shape) * b for shape, b in zip(self.shapes, self.dtype_bytes, strict=True))
 
     @property
     def page_size_bytes(self) -> int:
@@ -86,17 +98,3 @@ class MambaSpec:
 
     def memory_for(self, tokens: int) -> int:
         return self.blocks_per_request * self.page_size_bytes
-
-
-def mamba_spec(g: GDNConfig, *, model_dtype: str, spec_tokens: int, tp: int, blocks_per_request: int) -> MambaSpec:
-    """The GDN state spec per rank (the FP8 KV cache dtype does not touch it)."""
-    return MambaSpec(
-        conv_rows=g.conv_kernel - 1 + spec_tokens,
-        conv_channels=g.conv_dim // tp,
-        conv_dtype_bytes=dtype_bytes(model_dtype),
-        value_heads=max(1, g.num_value_heads // tp),
-        value_head_dim=g.value_head_dim,
-        key_head_dim=g.key_head_dim,
-        ssm_dtype_bytes=dtype_bytes(g.ssm_dtype),
-        blocks_per_request=blocks_per_request,
-    )

@@ -11,6 +11,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import UserError
+from ..layers.attention import FullAttention
+from ..layers.base import DecoderLayer
+from ..layers.ffn import DenseMLP, MoE
+from ..layers.gdn import GatedDeltaNet
+from ..layers.sliding import SlidingAttention
 from ..units import DTYPE_BYTES
 
 FULL = "full_attention"
@@ -31,29 +36,7 @@ UNMODELLED_KEYS = {
 }
 
 
-@dataclass(frozen=True)
-class GDNConfig:
-    """GatedDeltaNet (linear attention) layer shape: heads and head dims from the config."""
-
-    num_key_heads: int
-    num_value_heads: int
-    key_head_dim: int
-    value_head_dim: int
-    conv_kernel: int
-    ssm_dtype: str  # dtype of the recurrent state (Qwen3.5: float32; Qwen3-Next: model dtype)
-
-    @property
-    def key_dim(self) -> int:
-        return self.num_key_heads * self.key_head_dim
-
-    @property
-    def value_dim(self) -> int:
-        return self.num_value_heads * self.value_head_dim
-
-    @property
-    def conv_dim(self) -> int:
-        """Channels of the causal conv: q, k and v concatenated."""
-        return 2 * self.key_dim + self.value_dim
+GDNConfig = GatedDeltaNet  # a GatedDeltaNet layer's shape (layers/gdn.py)
 
 
 @dataclass(frozen=True)
@@ -63,6 +46,7 @@ class MoEConfig:
     expert_intermediate: int
     shared_expert_intermediate: int  # 0 when the model has no shared expert
     sparse_layers: tuple[int, ...]  # decoder layer indices whose MLP is the MoE block
+    gated: bool = True  # gate + up projections per expert (False: Nemotron-H's squared ReLU, up only)
 
 
 @dataclass(frozen=True)
@@ -114,6 +98,9 @@ class ModelArch:
     full_head_dim: int | None = None
     norms_per_layer: int = 2  # RMSNorm weight vectors of width hidden per decoder layer
     rotary_dims: tuple[int, ...] = ()  # one cos/sin cache of max_position x dim per distinct rotary embedding
+    # the decoder layers as layer kinds (vrambudget/layers): what the planner and the weights loop over
+    layers: tuple[DecoderLayer, ...] = field(default=(), compare=False)
+    mtp_layer: DecoderLayer | None = field(default=None, compare=False)  # one MTP drafter decoder layer
 
     def attention_shape(self, kind: str) -> tuple[int, int]:
         """(KV heads, head dim) of an attention layer of this kind (FULL or SLIDING), whole model."""
@@ -222,13 +209,27 @@ def _count(d: dict[str, Any], key: str, name: str, default: int | None = None, m
 
 
 def arch_from_config(cfg: dict[str, Any], name: str = "model") -> ModelArch:
-    """Build a ModelArch from a parsed config.json (top level; `text_config` is followed)."""
+    """A ModelArch from a parsed config.json, read by the model family its architecture belongs to (families/:
+    an allow-list; anything else is refused in one line)."""
+    from ..families import read_config
+
+    return read_config(cfg, name)
+
+
+def config_text(cfg: Any, name: str) -> dict[str, Any]:
+    """The language model's part of a config: `text_config` where the config nests one, else the config."""
     if not isinstance(cfg, dict):
         raise UserError(f"config.json of {name} is not a JSON object ({type(cfg).__name__}); is it a model's config?")
     nested = cfg.get("text_config")
     if nested is not None and not isinstance(nested, dict):
         raise UserError(f"config.json of {name}: text_config is {nested!r}, not an object; the file is damaged")
-    text = dict(nested or cfg)
+    return dict(nested or cfg)
+
+
+def read_decoder(cfg: dict[str, Any], name: str = "model") -> ModelArch:
+    """The decoder of a family whose layers are full / sliding-window GQA attention or GatedDeltaNet, with a dense
+    MLP or a mixture of experts (families/gqa.py, qwen_hybrid.py, gemma4.py use it)."""
+    text = config_text(cfg, name)
     quant = cfg.get("quantization_config") or text.get("quantization_config")
     if quant is not None and not isinstance(quant, dict):
         raise UserError(f"config.json of {name}: quantization_config is {quant!r}, not an object; the file is damaged")
@@ -259,7 +260,7 @@ def arch_from_config(cfg: dict[str, Any], name: str = "model") -> ModelArch:
     if LINEAR in layer_types:
         is_qwen35 = model_type.startswith("qwen3_5")
         gdn = GDNConfig(
-            num_key_heads=_count(text, "linear_num_key_heads", name),
+            hidden=hidden, num_key_heads=_count(text, "linear_num_key_heads", name),
             num_value_heads=_count(text, "linear_num_value_heads", name),
             key_head_dim=_count(text, "linear_key_head_dim", name),
             value_head_dim=_count(text, "linear_value_head_dim", name),
@@ -282,7 +283,8 @@ def arch_from_config(cfg: dict[str, Any], name: str = "model") -> ModelArch:
     full_kv, full_dim = _full_attention_shape(text) if gemma4 else (None, None)
     max_pos = _count(text if text.get("max_position_embeddings") is not None else cfg, "max_position_embeddings", name,
                      default=4096)
-    return ModelArch(
+    moe = _moe(text, n_layers)
+    arch = ModelArch(
         name=name, architecture=str(arch_name), model_type=model_type, dtype=dtype,
         hidden_size=hidden, num_layers=n_layers, vocab_size=vocab,
         intermediate_size=_count(text, "intermediate_size", name, default=0, minimum=0), tie_word_embeddings=tie,
@@ -291,7 +293,7 @@ def arch_from_config(cfg: dict[str, Any], name: str = "model") -> ModelArch:
         max_position_embeddings=max_pos,
         attn_output_gate=bool(text.get("attn_output_gate", model_type in HYBRID_MODEL_TYPES)),
         qk_norm=qk_norm, attention_bias=bool(text.get("attention_bias", False)),
-        sliding_window=int(window) if window else None, gdn=gdn, moe=_moe(text, n_layers),
+        sliding_window=int(window) if window else None, gdn=gdn, moe=moe,
         mtp_layers=mtp, vision=_vision(cfg), full_num_kv_heads=full_kv, full_head_dim=full_dim,
         norms_per_layer=(4 + (3 if text.get("enable_moe_block") else 0)) if gemma4 else 2,
         rotary_dims=_rotary_dims(text, head_dim, full_dim, gemma4),
@@ -300,3 +302,35 @@ def arch_from_config(cfg: dict[str, Any], name: str = "model") -> ModelArch:
             f"model type {model_type or '?'} ({arch_name}) not checked against vLLM: planned as a decoder of "
             f"{n_layers} {'/'.join(sorted(set(layer_types)))} layers from config.json, no other per-layer state",),
     )
+    return with_layers(arch)
+
+
+def _mixer(a: ModelArch, kind: str):
+    """The token mixer of a layer of this kind, in the shape the config gives it."""
+    if kind == LINEAR:
+        assert a.gdn is not None
+        return a.gdn
+    heads, dim = a.attention_shape(kind)
+    shape = dict(hidden=a.hidden_size, num_heads=a.num_attention_heads, num_kv_heads=heads, head_dim=dim,
+                 output_gate=a.attn_output_gate, qk_norm=a.qk_norm, qkv_bias=a.attention_bias)
+    if kind == SLIDING:
+        return SlidingAttention(**shape, window=a.sliding_window or 4096)
+    return FullAttention(**shape)
+
+
+def _ffn(a: ModelArch, moe: bool):
+    if moe and a.moe:
+        m = a.moe
+        return MoE(a.hidden_size, m.num_experts, m.top_k, m.expert_intermediate, m.shared_expert_intermediate,
+                   gated=m.gated)
+    return DenseMLP(a.hidden_size, a.intermediate_size)
+
+
+def with_layers(a: ModelArch) -> ModelArch:
+    """The architecture with its decoder layers (and its MTP drafter's) as layer kinds."""
+    from dataclasses import replace
+
+    sparse = set(a.moe.sparse_layers) if a.moe else set()
+    layers = tuple(DecoderLayer(_mixer(a, kind), _ffn(a, i in sparse)) for i, kind in enumerate(a.layer_types))
+    mtp = DecoderLayer(_mixer(a, FULL), _ffn(a, a.moe is not None)) if a.mtp_layers else None
+    return replace(a, layers=layers, mtp_layer=mtp)

@@ -15,8 +15,9 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any, Iterator
 
-from .arch import FULL, LINEAR, ModelArch
+from .arch import ModelArch
 from ..errors import UserError
+from ..layers.base import DecoderLayer, Tensor
 from ..units import cdiv, dtype_bytes
 
 VOCAB_PADDING = 64  # vLLM pads vocab-parallel embeddings to a multiple of 64 rows
@@ -24,23 +25,6 @@ VOCAB_PADDING = 64  # vLLM pads vocab-parallel embeddings to a multiple of 64 ro
 # Names that no weight-only quantizer in common use converts (vLLM keeps them in model dtype).
 ALWAYS_UNQUANTIZED = ("embed_tokens", "lm_head", "conv1d", "in_proj_b", "in_proj_a", "mlp.gate.",
                       "shared_expert_gate", "visual.")
-
-
-@dataclass(frozen=True)
-class Tensor:
-    """One weight (or `count` identical ones, e.g. MoE experts). Linear: numel = in_f * out_f."""
-
-    name: str
-    in_f: int
-    out_f: int
-    count: int = 1
-    linear: bool = True
-    bias: bool = False
-    part: str = "model"  # "model", "mtp", "vision" or "buffers" (allocated at load, not in the checkpoint)
-
-    @property
-    def numel(self) -> int:
-        return self.count * (self.in_f * self.out_f + (self.out_f if self.bias else 0))
 
 
 # The 4-bit formats vLLM loads through its AutoAWQ / AutoGPTQ methods (Machete or Marlin): what `Int4Load` measured
@@ -199,49 +183,12 @@ def _compressed_tensors(q: dict[str, Any], ignore: tuple[str, ...]) -> QuantSche
                        ignore=ignore, quantize_lm_head=lm_head)
 
 
-def _decoder_layer(a: ModelArch, prefix: str, kind: str, moe: bool, part: str) -> Iterator[Tensor]:
-    h = a.hidden_size
-    yield Tensor(f"{prefix}.layernorms", a.norms_per_layer * h, 1, linear=False, part=part)
-    if kind == LINEAR:
-        g = a.gdn
-        assert g is not None
-        p = f"{prefix}.linear_attn"
-        yield Tensor(f"{p}.in_proj_qkv", h, 2 * g.key_dim + g.value_dim, part=part)
-        yield Tensor(f"{p}.in_proj_z", h, g.value_dim, part=part)
-        yield Tensor(f"{p}.in_proj_b", h, g.num_value_heads, part=part)
-        yield Tensor(f"{p}.in_proj_a", h, g.num_value_heads, part=part)
-        yield Tensor(f"{p}.conv1d", g.conv_kernel, g.conv_dim, linear=False, part=part)
-        yield Tensor(f"{p}.A_log+dt_bias", 2, g.num_value_heads, linear=False, part=part)
-        yield Tensor(f"{p}.norm", g.value_head_dim, 1, linear=False, part=part)
-        yield Tensor(f"{p}.out_proj", g.value_dim, h, part=part)
-    else:
-        p = f"{prefix}.self_attn"
-        kv_heads, head_dim = a.attention_shape(kind)
-        q_out = a.num_attention_heads * head_dim * (2 if a.attn_output_gate else 1)
-        kv_out = kv_heads * head_dim
-        yield Tensor(f"{p}.q_proj", h, q_out, bias=a.attention_bias, part=part)
-        yield Tensor(f"{p}.k_proj", h, kv_out, bias=a.attention_bias, part=part)
-        yield Tensor(f"{p}.v_proj", h, kv_out, bias=a.attention_bias, part=part)  # also for K=V layers (vLLM)
-        yield Tensor(f"{p}.o_proj", a.num_attention_heads * head_dim, h, part=part)
-        if a.qk_norm:
-            yield Tensor(f"{p}.q_norm+k_norm", 2 * head_dim, 1, linear=False, part=part)
-    p = f"{prefix}.mlp"
-    if moe and a.moe:
-        m = a.moe
-        yield Tensor(f"{p}.gate.", h, m.num_experts, part=part)
-        for proj in ("gate_proj", "up_proj"):
-            yield Tensor(f"{p}.experts.{proj}", h, m.expert_intermediate, count=m.num_experts, part=part)
-        yield Tensor(f"{p}.experts.down_proj", m.expert_intermediate, h, count=m.num_experts, part=part)
-        if m.shared_expert_intermediate:
-            s = m.shared_expert_intermediate
-            yield Tensor(f"{p}.shared_expert.gate_proj", h, s, part=part)
-            yield Tensor(f"{p}.shared_expert.up_proj", h, s, part=part)
-            yield Tensor(f"{p}.shared_expert.down_proj", s, h, part=part)
-            yield Tensor(f"{p}.shared_expert_gate", h, 1, part=part)
-    else:
-        yield Tensor(f"{p}.gate_proj", h, a.intermediate_size, part=part)
-        yield Tensor(f"{p}.up_proj", h, a.intermediate_size, part=part)
-        yield Tensor(f"{p}.down_proj", a.intermediate_size, h, part=part)
+def decoder_layer_tensors(a: ModelArch, layer: DecoderLayer, prefix: str, part: str) -> Iterator[Tensor]:
+    """One decoder layer's weights: its norms, its token mixer's and its feed-forward block's (layers/)."""
+    yield Tensor(f"{prefix}.layernorms", a.norms_per_layer * a.hidden_size, 1, linear=False, part=part)
+    yield from layer.mixer.tensors(prefix, part)
+    if layer.ffn is not None:
+        yield from layer.ffn.tensors(prefix, part)
 
 
 def model_tensors(a: ModelArch) -> Iterator[Tensor]:
@@ -250,9 +197,8 @@ def model_tensors(a: ModelArch) -> Iterator[Tensor]:
     root = "model.language_model" if a.is_multimodal else "model"
     vocab = cdiv(a.vocab_size, VOCAB_PADDING) * VOCAB_PADDING
     yield Tensor(f"{root}.embed_tokens", vocab, a.hidden_size, linear=False)
-    sparse = set(a.moe.sparse_layers) if a.moe else set()
-    for i, kind in enumerate(a.layer_types):
-        yield from _decoder_layer(a, f"{root}.layers.{i}", kind, i in sparse, "model")
+    for i, layer in enumerate(a.layers):
+        yield from decoder_layer_tensors(a, layer, f"{root}.layers.{i}", "model")
     yield Tensor(f"{root}.norm", a.hidden_size, 1, linear=False)
     if not a.tie_word_embeddings:
         yield Tensor("lm_head", a.hidden_size, vocab)
@@ -272,7 +218,7 @@ def mtp_tensors(a: ModelArch) -> Iterator[Tensor]:
     yield Tensor("mtp.fc", 2 * h, h, part="mtp")
     yield Tensor("mtp.pre_fc_norms+norm", 3 * h, 1, linear=False, part="mtp")
     for i in range(a.mtp_layers):
-        yield from _decoder_layer(a, f"mtp.layers.{i}", FULL, a.moe is not None, "mtp")
+        yield from decoder_layer_tensors(a, a.mtp_layer, f"mtp.layers.{i}", "mtp")
 
 
 def vision_tensors(a: ModelArch) -> Iterator[Tensor]:
@@ -315,7 +261,7 @@ class WeightBytes:
 def tensor_bytes(t: Tensor, scheme: QuantScheme, model_dtype_bytes: int) -> int:
     if scheme.quantizes(t):
         return t.count * (scheme.linear_bytes(t.in_f, t.out_f) + (t.out_f * model_dtype_bytes if t.bias else 0))
-    return t.numel * model_dtype_bytes
+    return t.numel * (t.dtype_bytes or model_dtype_bytes)
 
 
 # a Qwen3.5-layout GDN layer's b/a projection (Qwen3-Next merges them interleaved and keeps them sharded)

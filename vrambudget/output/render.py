@@ -79,7 +79,7 @@ def budget_table(p: Prediction) -> str:
 def block_row(lay) -> list[str]:
     """The block size row: the hybrid's alignment, the backend default, or per-kind sizes where vLLM unified
     unequal pages by growing the smaller page's block (Gemma 4: full 32, sliding 16)."""
-    sizes = {b.kind: b.spec.block_size for b in lay.buckets if hasattr(b.spec, "block_size")}
+    sizes = {b.kind.label: b.spec.block_size for b in lay.buckets if hasattr(b.spec, "block_size")}
     if lay.hybrid:
         return ["block size", f"{lay.block_size} tokens", "hybrid: attention page >= GDN state"]
     if len(set(sizes.values())) > 1:
@@ -90,7 +90,7 @@ def block_row(lay) -> list[str]:
 
 def plan_table(p: Prediction) -> str:
     pl, lay, d = p.plan, p.plan.layout, p.deployment
-    kinds = ", ".join(f"{b.num_layers} {b.kind} in {lay.groups(b)} group(s)" for b in lay.buckets)
+    kinds = ", ".join(f"{b.num_layers} {b.kind.label} in {lay.groups(b)} group(s)" for b in lay.buckets)
     pads = "; ".join(f"{n} ({pct:.2f}%)" for n, pct in lay.padding_warnings) or "0"
     rows = [
         block_row(lay),

@@ -1,0 +1,61 @@
+"""Model families: which config.json architectures vrambudget plans and how each is read into layer kinds. An
+allow-list keyed by `architectures[0]` (else `model_type`), the way vLLM's model registry maps an architecture to its
+implementation: a config the registry does not know is refused in one line, never planned as dense attention.
+Add a family: a module here with its `FAMILY` (architectures, model types, reader, evidence), listed in FAMILIES."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ..errors import UserError
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str  # what a user calls it
+    architectures: tuple[str, ...]  # config.json's architectures[0]
+    model_types: tuple[str, ...]  # config.json's model_type (for configs without architectures)
+    read: Callable[[dict[str, Any], str], Any]  # (config, name) -> ModelArch
+    evidence: str  # what its plan was checked against (vLLM's source, lab startups, public logs)
+
+
+def families() -> tuple[Family, ...]:
+    from . import gemma4, gqa, qwen_hybrid
+
+    return (gqa.FAMILY, qwen_hybrid.FAMILY, gemma4.FAMILY)
+
+
+def family_of(cfg: dict[str, Any]) -> Family | None:
+    """The family of a config: by architectures[0], else by model_type."""
+    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else {}
+    archs = cfg.get("architectures") or text.get("architectures") or []
+    arch = str(archs[0]) if isinstance(archs, list) and archs else ""
+    model_type = str(cfg.get("model_type") or text.get("model_type") or "")
+    for f in families():
+        if arch and arch in f.architectures:
+            return f
+    if not arch:
+        return next((f for f in families() if model_type in f.model_types), None)
+    return None
+
+
+def read_config(cfg: Any, name: str) -> Any:
+    """The ModelArch of a config.json, read by its family; a config no family claims is refused in one line."""
+    if not isinstance(cfg, dict):
+        raise UserError(f"config.json of {name} is not a JSON object ({type(cfg).__name__}); is it a model's config?")
+    f = family_of(cfg)
+    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else {}
+    if f is None and not (cfg.get("architectures") or cfg.get("model_type") or text.get("model_type")):
+        what = ("a diffusers config" if "_class_name" in cfg else "a tokenizer config" if "tokenizer_class" in cfg
+                else "no model config")
+        raise UserError(f"config.json of {name} names no architectures or model_type ({what}, without "
+                        "'num_hidden_layers'): is it a decoder-only LLM's config?")
+    if f is None:
+        text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else {}
+        archs = cfg.get("architectures") or text.get("architectures") or ["?"]
+        model_type = cfg.get("model_type") or text.get("model_type") or "?"
+        raise UserError(f"{name}: {str(archs[0])[:80]} (model_type {str(model_type)[:40]}) is not a family vrambudget "
+                        f"plans: its layers' memory is not modelled, and it is refused rather than planned as dense "
+                        f"attention (supported: `vrambudget models --families`)")
+    return f.read(cfg, name)

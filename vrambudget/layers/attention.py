@@ -1,0 +1,60 @@
+"""Full attention (GQA / MHA): every token's K and V, one page of `block_size` tokens at a time. Variants: a gated
+output (Qwen3.5: q_proj doubles), per-head q/k RMSNorms, biases, attention sinks (gpt-oss: one learned logit per
+head), a V head dim of its own (MiMo)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+from ..errors import UserError
+from ..kv.spec import AttentionSpec
+from .base import CacheContext, LayerKind, Tensor
+
+
+@dataclass(frozen=True)
+class FullAttention:
+    hidden: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    output_gate: bool = False  # q_proj also produces the gate (2 x heads x head_dim)
+    qk_norm: bool = False
+    qkv_bias: bool = False
+    o_bias: bool = False
+    sinks: bool = False  # one learned sink logit per head (gpt-oss)
+    v_head_dim: int | None = None  # None: head_dim
+
+    kind = LayerKind.FULL
+
+    @property
+    def v_dim(self) -> int:
+        return self.v_head_dim or self.head_dim
+
+    def tensors(self, prefix: str, part: str) -> Iterator[Tensor]:
+        p, h = f"{prefix}.self_attn", self.hidden
+        q_out = self.num_heads * self.head_dim * (2 if self.output_gate else 1)
+        yield Tensor(f"{p}.q_proj", h, q_out, bias=self.qkv_bias, part=part)
+        yield Tensor(f"{p}.k_proj", h, self.num_kv_heads * self.head_dim, bias=self.qkv_bias, part=part)
+        yield Tensor(f"{p}.v_proj", h, self.num_kv_heads * self.v_dim, bias=self.qkv_bias, part=part)  # K=V too
+        yield Tensor(f"{p}.o_proj", self.num_heads * self.v_dim, h, bias=self.o_bias, part=part)
+        if self.qk_norm:
+            yield Tensor(f"{p}.q_norm+k_norm", 2 * self.head_dim, 1, linear=False, part=part)
+        if self.sinks:
+            yield Tensor(f"{p}.sinks", self.num_heads, 1, linear=False, part=part)
+
+    def kv_heads_per_rank(self, tp: int) -> int:
+        """vLLM splits the KV heads over the ranks, or replicates them where there are fewer heads than ranks."""
+        return max(1, self.num_kv_heads // tp)
+
+    def cache_spec(self, ctx: CacheContext) -> AttentionSpec:
+        return AttentionSpec(self.kv_heads_per_rank(ctx.tp), self.head_dim, ctx.kv_dtype_bytes, ctx.block_size,
+                             ctx.kv_scale_bytes)
+
+    def check_tp(self, tp: int, name: str) -> None:
+        if self.num_heads % tp:
+            raise UserError(f"--tensor-parallel-size {tp} must divide the {self.num_heads} attention heads")
+        kv = self.num_kv_heads
+        if (kv % tp) if tp <= kv else (tp % kv):
+            raise UserError(f"--tensor-parallel-size {tp} does not split {name}'s {kv} KV heads evenly: "
+                            "pick a divisor or a multiple of them")

@@ -1,0 +1,87 @@
+"""What every layer kind shares: the tensor record weights are counted from, the context a cache spec is made in,
+the kinds' names, and a decoder layer as a mixer (attention or state) plus a feed-forward block."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Iterator, Protocol
+
+
+class LayerKind(str, Enum):
+    """A decoder layer's token mixer. The values are the names configs use where they have one (layer_types)."""
+
+    FULL = "full_attention"
+    SLIDING = "sliding_attention"
+    CHUNKED = "chunked_attention"
+    MLA = "mla"
+    GDN = "linear_attention"
+    MAMBA2 = "mamba2"
+
+    @property
+    def label(self) -> str:
+        """How the KV plan names the kind's layers ('9 attention in 1 group(s), 24 gdn in 3 group(s)')."""
+        return {"full_attention": "attention", "sliding_attention": "sliding", "chunked_attention": "chunked",
+                "mla": "mla", "linear_attention": "gdn", "mamba2": "mamba"}[self.value]
+
+    @property
+    def has_state(self) -> bool:
+        """A fixed state per sequence (vLLM's MambaSpec) rather than a KV cache that grows with the tokens."""
+        return self in (LayerKind.GDN, LayerKind.MAMBA2)
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """One weight (or `count` identical ones, e.g. MoE experts). Linear: numel = in_f * out_f."""
+
+    name: str
+    in_f: int
+    out_f: int
+    count: int = 1
+    linear: bool = True
+    bias: bool = False
+    part: str = "model"  # "model", "mtp", "vision" or "buffers" (allocated at load, not in the checkpoint)
+    dtype_bytes: int | None = None  # fixed whatever the model dtype (e.g. fp32 router biases); None: the model's
+
+    @property
+    def numel(self) -> int:
+        return self.count * (self.in_f * self.out_f + (self.out_f if self.bias else 0))
+
+
+@dataclass(frozen=True)
+class CacheContext:
+    """What a layer's cache spec depends on beyond its shape (per deployment)."""
+
+    kv_dtype_bytes: int  # the KV cache dtype (fp8 / int8 = 1, bf16 = 2)
+    model_dtype: str  # dtype of a state's conv part (and of its recurrent part unless the layer names one)
+    tp: int
+    spec_tokens: int  # speculative tokens per step: a state's conv keeps that many more rows
+    state_blocks: int  # blocks one request holds per state group (1 + k "none", 2 + k "align")
+    in_flight_tokens: int  # tokens a sliding / chunked layer keeps beside its window (vllm_rules)
+    kv_scale_bytes: int = 0  # per-token-head KV scales (fp32, for K and for V each)
+    block_size: int = 16  # the attention backend's block
+
+
+class Mixer(Protocol):
+    """A layer kind: its tensors, its cache spec per rank and whether a tensor-parallel size splits it."""
+
+    kind: LayerKind
+
+    def tensors(self, prefix: str, part: str) -> Iterator[Tensor]: ...
+
+    def cache_spec(self, ctx: CacheContext) -> Any: ...
+
+    def check_tp(self, tp: int, name: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class DecoderLayer:
+    """One decoder layer: a token mixer and a feed-forward block (None: the layer has none, as Nemotron-H's
+    mixer-only layers)."""
+
+    mixer: Any  # a Mixer
+    ffn: Any = None  # ffn.DenseMLP or ffn.MoE
+
+    @property
+    def kind(self) -> LayerKind:
+        return self.mixer.kind

@@ -1,0 +1,64 @@
+"""The feed-forward block of a decoder layer: a dense MLP, or a mixture of experts (routed experts, an optional
+shared expert, the router). Neither holds a cache; the MoE's fused-expert scratch is a profile term (budget.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+from .base import Tensor
+
+
+@dataclass(frozen=True)
+class DenseMLP:
+    hidden: int
+    intermediate: int
+    gated: bool = True  # gate and up projections (SwiGLU); False: up only (Nemotron-H's squared ReLU)
+    bias: bool = False
+
+    def tensors(self, prefix: str, part: str) -> Iterator[Tensor]:
+        p, h, i = f"{prefix}.mlp", self.hidden, self.intermediate
+        if self.gated:
+            yield Tensor(f"{p}.gate_proj", h, i, bias=self.bias, part=part)
+        yield Tensor(f"{p}.up_proj", h, i, bias=self.bias, part=part)
+        yield Tensor(f"{p}.down_proj", i, h, bias=self.bias, part=part)
+
+    @property
+    def width(self) -> int:
+        """Intermediate width a token goes through (the forward's activation scale)."""
+        return self.intermediate
+
+
+@dataclass(frozen=True)
+class MoE:
+    hidden: int
+    num_experts: int
+    top_k: int
+    expert_intermediate: int
+    shared_intermediate: int = 0  # 0: no shared expert
+    shared_gate: bool = True  # a 1-output sigmoid gate on the shared expert (Qwen MoE)
+    gated: bool = True  # the experts' gate and up projections; False: up only (Nemotron-H)
+    router_bias: bool = False  # a routing correction bias per expert (DeepSeek's e_score_correction_bias), fp32
+    expert_bias: bool = False  # biases on the experts' projections (gpt-oss)
+
+    def tensors(self, prefix: str, part: str) -> Iterator[Tensor]:
+        p, h, e, i = f"{prefix}.mlp", self.hidden, self.num_experts, self.expert_intermediate
+        yield Tensor(f"{p}.gate.", h, e, part=part)
+        if self.router_bias:
+            yield Tensor(f"{p}.gate.e_score_correction_bias", e, 1, linear=False, part=part, dtype_bytes=4)
+        for proj in ("gate_proj", "up_proj") if self.gated else ("up_proj",):
+            yield Tensor(f"{p}.experts.{proj}", h, i, count=e, bias=self.expert_bias, part=part)
+        yield Tensor(f"{p}.experts.down_proj", i, h, count=e, bias=self.expert_bias, part=part)
+        if self.shared_intermediate:
+            s = self.shared_intermediate
+            if self.gated:
+                yield Tensor(f"{p}.shared_expert.gate_proj", h, s, part=part)
+            yield Tensor(f"{p}.shared_expert.up_proj", h, s, part=part)
+            yield Tensor(f"{p}.shared_expert.down_proj", s, h, part=part)
+            if self.shared_gate:
+                yield Tensor(f"{p}.shared_expert_gate", h, 1, part=part)
+
+    @property
+    def width(self) -> int:
+        """Intermediate width a token goes through: top_k experts and the shared expert."""
+        return self.top_k * self.expert_intermediate + self.shared_intermediate
