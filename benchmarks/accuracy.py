@@ -19,6 +19,7 @@ the host's share of memory during vLLM's profile is not in the log (UNIFIED_MISS
 from __future__ import annotations
 
 import json
+import re
 import statistics
 import sys
 from collections import defaultdict
@@ -70,8 +71,20 @@ def plan_verdict(layout, f, mml: int, rules, model_max: int, explicit: bool):
 
 
 def group(f, d) -> str:
-    """The summary row a log counts in: its vLLM version and GPU kind."""
-    return f"vLLM {f.vllm_version or d.rules.version} | {d.gpu.name}"
+    """The summary row a log counts in: its vLLM version, GPU kind and, where vLLM has two, the model runner."""
+    version = f.vllm_version or d.rules.version
+    runner = f" | runner {d.runner.upper()}" if tuple(int(x) for x in version.split(".")[:2]) >= (0, 22) else ""
+    return f"vLLM {version} | {d.gpu.name}{runner}"
+
+
+def lab_model(path: Path) -> str | None:
+    """The config a lab log's vLLM read where the lab wrote it on the host (/tmp/models/NAME, from a plan's models
+    entry): tests/fixtures/models/lab-NAME holds it (a profile's name is found by the log's model argument)."""
+    m = re.search(r"model='/tmp/models/([^']+)'", path.read_text(errors="replace")[:20000])
+    if m:
+        folder = ROOT / "tests" / "fixtures" / "models" / f"lab-{m.group(1).rstrip('/')}"
+        return str(folder) if folder.is_dir() else None
+    return None
 
 
 def public_rows(by_gpu: dict[str, dict], complete: list[dict]) -> list[list[str]]:
@@ -268,8 +281,9 @@ def main(argv: list[str]) -> int:
     for path in logs:
         name = f"{path.parent.name}/{path.stem}"[-48:]
         try:
-            model = ROOT / "tests" / "fixtures" / "models" / AS_READ[path.name] if path.name in AS_READ else None
-            cmp = compare_file(path, model=str(model) if model else None, drafter=LAB_DRAFTERS.get(path.name))
+            model = (str(ROOT / "tests" / "fixtures" / "models" / AS_READ[path.name]) if path.name in AS_READ
+                     else lab_model(path))
+            cmp = compare_file(path, model=model, drafter=LAB_DRAFTERS.get(path.name))
         except UserError as e:  # a model the tool refuses (Gemma 4): said, not guessed
             rows.append([name, "not modelled", "", "", str(e)[:90]])
             continue

@@ -8,6 +8,7 @@ log lines for it (the planner, verified on real logs, gives the KV figures), ser
   faults.runtime_oom_above (prompt tokens), faults.phase_seconds (a pause in each startup phase), faults.runtime_oom_after_tokens (prompt tokens served in
   all, the multi-turn cliff), faults.runtime_need_gib (what a prompt needs beyond the budget: a
   request OOMs when free-at-start minus the budget is less), faults.insufficient_free.
+Like vLLM 0.20.2 it refuses a hybrid whose max_num_seqs exceeds its KV cache blocks with CUDA graphs.
 It also starts a child process in its own process group, so tests can check the probe stops the
 whole group. Every start is appended to $state_dir/starts.log.
 """
@@ -168,6 +169,12 @@ def main() -> int:
     say(f"INFO 11-21 05:32:30 [v1/core/kv_cache_utils.py:1708] GPU KV cache size: {plan.kv_cache_tokens:,} tokens")
     say(f"INFO 11-21 05:32:30 [v1/core/kv_cache_utils.py:1709] Maximum concurrency for {L:,} tokens per request: "
         f"{plan.max_concurrency:.2f}x")
+    if lay.hybrid and not args.enforce_eager and d.max_num_seqs > plan.num_blocks:
+        # vLLM 0.20.2+ (config/compilation.py): FULL CUDA graphs need one Mamba cache block per decode sequence
+        say(f"[rank0]: ValueError: max_num_seqs ({d.max_num_seqs}) exceeds available Mamba cache blocks "
+            f"({plan.num_blocks}). Each decode sequence requires one Mamba cache block, so CUDA graph capture cannot "
+            f"proceed. Please lower max_num_seqs to at most {plan.num_blocks} or increase gpu_memory_utilization.")
+        return 1
     time.sleep(pause)
     if cg:
         say("Capturing CUDA graphs (mixed prefill-decode, PIECEWISE): 100%|##########| 9/9")

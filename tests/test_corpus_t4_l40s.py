@@ -22,9 +22,10 @@ def test_the_t4_log_states_its_own_card_and_a_warm_aot_compile():
 
 def test_the_t4_log_is_predicted_within_half_a_gib_from_its_own_total():
     logged, pred = predicted_available(T4_LOG)
-    # the model (H100-fitted activation, non-torch and graph terms; 0.26 coefficients) holds 0.45 GiB more outside
-    # the KV cache than vLLM 0.30 did on this Turing card: predicted, but the corpus's worst discrete row
-    assert round(pred - logged, 2) == -0.45
+    # vLLM 0.30 runs this model on Model Runner V2 (the log says 'Using V2 Model Runner'): planned with the 0.29
+    # range (vllm_rules: V2 for every model, its graphs estimated into the budget, its per-request buffers counted),
+    # the model holds 0.16 GiB more outside the KV cache than vLLM did on this Turing card (0.45 with 0.26's rules)
+    assert round(pred - logged, 2) == -0.16
 
 
 def test_the_l40s_total_is_pytorchs_public_figure_and_moves_its_log():

@@ -29,7 +29,10 @@ LOGS = {
     "g31t-e-fp8.log": (None, 0.15),  # the same, fp8 KV (TRITON_ATTN)
     "g26t-e-bf16.log": (None, 0.11),  # Gemma 4 26B-A4B (MoE): its forward peaks 0.10 GiB above the terms
     "q36-27b-e-fp8-mtp2.log": (None, 0.05),  # Qwen3.6-27B, a fresh boot (123 s of profiling: Triton JIT)
-    "q36-35b-e-fp8.log": (None, 0.05),  # Qwen3.6-35B-A3B (MoE), a fresh boot: the log the MoE term was measured on
+    # Qwen3.6-35B-A3B (MoE), a fresh boot: the MoE term is now the fused-MoE scratch vLLM keeps (budget.
+    # moe_workspace_bytes, checked on five more MoE startups), 0.125 GiB where the figure once fitted on this log
+    # was 0.099: +0.07 here
+    "q36-35b-e-fp8.log": (None, 0.08),
     # the first Gemma logs ran transformers 5.17, which hid global_head_dim from vLLM (fixtures/models/*-tf517)
     "g31-e-bf16.log": (MODELS / "gemma-4-31b-text-tf517", 0.12),
     "g26-e-bf16.log": (MODELS / "gemma-4-26b-a4b-text-tf517", 0.08),

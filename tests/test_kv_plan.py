@@ -105,9 +105,11 @@ def test_sliding_window_layers_hold_window_plus_chunk():
     assert lay.blocks_per_request(1000) == 63 + 64
 
 
-def test_mla_is_refused_clearly():
+def test_mla_outside_the_deepseek_family_is_refused_clearly():
+    """MLA is planned for the DeepSeek family (tests/test_families.py); a GQA family's config with kv_lora_rank is
+    not what its reader models: refused, naming MLA."""
     from vrambudget.errors import UserError
 
     with pytest.raises(UserError, match="MLA"):
-        arch_from_config({"model_type": "deepseek_v3", "hidden_size": 7168, "num_hidden_layers": 61,
+        arch_from_config({"model_type": "llama", "hidden_size": 7168, "num_hidden_layers": 61,
                           "num_attention_heads": 128, "vocab_size": 129280, "kv_lora_rank": 512}, "ds")

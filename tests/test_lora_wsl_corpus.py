@@ -142,12 +142,12 @@ def test_gb10_host_share_band_is_what_the_public_boots_show():
     errors = [pred - logged for logged, pred in map(predicted_available, GB10_PREDICTED)]
     assert len(errors) == 5 and min(errors) > 0
     band = unified_memory_host_share()
-    assert (round(min(errors), 2), round(max(errors), 2)) == (round(band.low / GiB, 2), round(band.high / GiB, 2)) == (0.98, 3.33)
+    assert (round(min(errors), 2), round(max(errors), 2)) == (round(band.low / GiB, 2), round(band.high / GiB, 2)) == (1.0, 3.31)
 
 
 def test_unified_memory_widens_the_ceiling_and_start_bands_downward_only():
     """On the GB10 the host's share is not predicted: the model's ceiling is the top of the band, the bottom takes the
-    largest share public boots lost (3.33 GiB); the same card taken as discrete memory gets the activation spread
+    largest share public boots lost (3.31 GiB); the same card taken as discrete memory gets the activation spread
     alone."""
     from vrambudget.hardware.facts import unified_memory_host_share
     from vrambudget.kv.planner import ceiling_for
@@ -176,7 +176,7 @@ def test_unified_memory_widens_the_ceiling_and_start_bands_downward_only():
 def test_on_unified_memory_the_budget_says_the_kv_memory_is_at_most_the_models():
     """The GB10's available KV is an upper bound, not a prediction: its budget table says so with the public band;
     the same card taken as discrete memory prints the plain formula. benchmarks/accuracy.py counts the five GB10
-    boots apart (bounded: model - logged from +0.98 to +3.33 GiB), not among the predicted logs."""
+    boots apart (bounded: model - logged from +1.00 to +3.31 GiB), not among the predicted logs."""
     from vrambudget.output.render import budget_table
 
     model = resolve_model("qwen3.5-27b")
@@ -186,5 +186,5 @@ def test_on_unified_memory_the_budget_says_the_kv_memory_is_at_most_the_models()
         d = resolve(model, replace(gb10, unified_memory=unified), rules_for("0.26"), Flags(gpu_memory_utilization=0.5))
         table = budget_table(predict(d, coeffs.load("0.26", "gb10", d.model.ref)))
         rows[unified] = next(line for line in table.splitlines() if line.startswith("KV cache available"))
-    assert "AT MOST" in rows[True] and "0.98-3.33 GiB on public boots" in rows[True]
+    assert "AT MOST" in rows[True] and "1.00-3.31 GiB on public boots" in rows[True]
     assert rows[False].rstrip().endswith("budget - non-KV")

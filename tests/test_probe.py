@@ -19,6 +19,7 @@ from vrambudget.deployment import Flags, resolve
 from vrambudget.errors import UserError
 from vrambudget.kv.planner import plan_kv
 from vrambudget.predict import layout_for
+from vrambudget.output.render import probe_summary_text
 from vrambudget.probe.session import ProbeOptions, Prober
 from vrambudget.profiles import read_jsonl
 from vrambudget.units import GiB
@@ -298,3 +299,27 @@ def test_multi_turn_runtime_oom_fails_the_verify(sim, tmp_path):
     assert failed[0]["runtime_oom"] and failed[0]["stages"][-1]["turns"][-1]["runtime_oom"]
     assert any("verify turn" in ln for ln in lines)
     assert truth_ceiling(truth, d) > out.get("ceiling", 0)
+
+
+def test_mamba_block_refusal_is_retried_with_the_blocks_vllm_names(sim, tmp_path):
+    # vLLM's default max_num_seqs (1024 on an H100) on a hybrid: lowered up front to what the model predicts
+    # starts (253); the simulated vLLM profiles a larger peak (2.7 GiB, not 0.40), has fewer blocks, refuses with
+    # their number, and the probe goes on with exactly that many
+    truth = sim(activation_gib=2.7)
+    d = resolve(resolve_model("qwen3.5-9b"), gpus.lookup("h100"), rules_for("0.20.2"),
+                Flags(gpu_memory_utilization=0.3, kv_cache_dtype="fp8", max_num_batched_tokens=2048))
+    assert d.max_num_seqs == 1024 and not d.max_num_seqs_given
+    p, lines = prober(tmp_path, d, verify=False)
+    assert p.d.max_num_seqs == 253 and "--max-num-seqs 253" in lines[0]
+    out = p.bisect()
+    recs = [r for r in read_jsonl(tmp_path / "runs" / "records.jsonl") if r.get("kind") != "verify"]
+    i = next(i for i, r in enumerate(recs) if r["outcome"] == "mamba_blocks")
+    blocks = recs[i]["facts"]["mamba_blocks"]
+    assert 0 < blocks < 253 and recs[i + 1]["retry_of_mamba_blocks"] is True
+    argv = starts(truth)[i + 1]["argv"]
+    assert argv[argv.index("--max-num-seqs") + 1] == str(blocks)
+    assert out["max_num_seqs"] == blocks and out["max_num_seqs_asked"] == 1024
+    assert [a["outcome"] for a in out["attempts"]].count("mamba_blocks") == 1
+    assert out["attempts"][i + 1]["outcome"] == "started" and out["ceiling"] >= out["attempts"][i + 1]["max_model_len"]
+    assert any(f"retrying with --max-num-seqs {blocks}" in x for x in lines)
+    assert f"start vLLM with --max-num-seqs {blocks}" in probe_summary_text(out)

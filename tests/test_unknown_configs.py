@@ -27,10 +27,12 @@ def test_a_config_with_unmodelled_attention_is_refused_in_one_line(tmp_path):
     assert len(lines) == 1 and "KV cache shared across layers" in lines[0] and "per-layer input embeddings" in lines[0]
 
 
-def test_an_unchecked_model_type_is_planned_with_its_assumption_said(tmp_path):
+def test_a_model_type_no_family_claims_is_refused_not_planned(tmp_path):
+    """Issue 35: the families are an allow-list (vrambudget/families); Phi-3 is one (vLLM's Phi3ForCausalLM is
+    Llama's: the lab's Phi-4 startup), an unknown type is refused in one line, never planned as dense attention."""
     m = _model(tmp_path, model_type="phi3", architectures=["Phi3ForCausalLM"])
     out = json.loads(runner.invoke(app, ["predict", "-m", m, "--gpu", "rtx3090", "--json"]).output)
-    said = [t for t in out["estimated_terms"] if "model type phi3" in t]
-    assert said and "not checked against vLLM" in said[0]
-    checked = json.loads(runner.invoke(app, ["predict", "-m", "qwen3-8b", "--gpu", "rtx3090", "--json"]).output)
-    assert not [t for t in checked["estimated_terms"] if "model type" in t]
+    assert not [t for t in out["estimated_terms"] if "model type" in t]
+    other = _model(tmp_path, model_type="olmo2", architectures=["Olmo2ForCausalLM"])
+    r = runner.invoke(app, ["predict", "-m", other, "--gpu", "rtx3090"])
+    assert r.exit_code == 2 and "Olmo2ForCausalLM" in r.output and "not a family vrambudget plans" in r.output

@@ -12,14 +12,14 @@ All values are bytes per rank.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .model.arch import FULL, ModelArch
 from .model.checkpoint import weights_from_tensors
 from .model.lora import lora_buffer_bytes
 from .coefficients import Coefficients
 from .deployment import Deployment, kv_backend_class
-from .hardware.facts import Backend, Fact, attention_backend, backend_named, cuda_context, int4_load
+from .hardware.facts import Backend, Fact, attention_backend, backend_named, cuda_context, int4_load, mla_backend
 from .units import dtype_bytes
 from .model.weights import WeightBytes, replicated_on_ranks, weights_from_config
 
@@ -159,6 +159,8 @@ class Features:
     # the fused-MoE workspace vLLM keeps from the dummy forward on (v1/worker/workspace.py WorkspaceManager), bytes;
     # -1: not computed (records before 2026-11-24: the measured activation_moe_extra_bytes stands for it)
     moe_workspace_bytes: int = -1
+    mxfp4_moe_layers: int = 0  # layers whose experts are MXFP4 (their load keeps a measured extra)
+    mla_heads: int = 0  # query heads per rank of an MLA model (its prefill's per-head K and V), 0 without MLA
 
 
 def backend_for(d: Deployment) -> Backend:
@@ -166,7 +168,15 @@ def backend_for(d: Deployment) -> Backend:
     if d.attention_backend:
         return backend_named(d.attention_backend, d.gpu)
     a = d.model.arch
-    return attention_backend(d.gpu, kv_backend_class(d.kv_cache_dtype), max(a.attention_shape(FULL)[1], a.head_dim))
+    if a.uses_mla:
+        return mla_backend(d.gpu, kv_backend_class(d.kv_cache_dtype))[0]
+    backend = attention_backend(d.gpu, kv_backend_class(d.kv_cache_dtype), max(a.attention_shape(FULL)[1],
+                                                                               a.head_dim))
+    if any(layer.mixer is not None and layer.kind.value == "chunked_attention" for layer in a.layers):
+        # vLLM wraps a chunked-local layer's backend in one whose builder captures no CUDA graphs (0.26.0
+        # chunked_local_attention.py): the lowest support over the groups decides, so no FULL graphs
+        return replace(backend, cudagraph_support="NEVER")
+    return backend
 
 
 def drafter_weight_bytes(d: Deployment) -> int:
@@ -203,7 +213,14 @@ def features(d: Deployment, w: WeightBytes | None = None) -> Features:
         backend_bytes=backend_for(d).profiled_bytes, moe=a.moe is not None, weights_include_buffers=True,
         runner=d.runner, graph_sizes=sizes, layers=a.num_layers, logits_bytes=dtype_bytes(a.dtype),
         moe_workspace_bytes=moe_workspace_bytes(a, d.max_num_batched_tokens, d.tp, dtype_bytes(a.dtype))
-        if d.rules.moe_workspace_kept else 0)
+        if d.rules.moe_workspace_kept else 0, mxfp4_moe_layers=mxfp4_moe_layers(a), mla_heads=a.num_attention_heads // d.tp if a.uses_mla else 0)
+
+
+def mxfp4_moe_layers(a: ModelArch) -> int:
+    """Layers whose routed experts load as MXFP4 (gpt-oss), 0 for any other checkpoint."""
+    if a.moe is None or (a.quantization or {}).get("quant_method") != "mxfp4":
+        return 0
+    return len(a.moe.sparse_layers)
 
 
 def moe_workspace_bytes(a: ModelArch, tokens: int, tp: int, act_bytes: int) -> int:
@@ -213,8 +230,10 @@ def moe_workspace_bytes(a: ModelArch, tokens: int, tp: int, act_bytes: int) -> i
     intermediate for a non-gated activation), K = hidden: max(M x top_k x max(N', K), M x K) + M x top_k x max(N, K)
     elements in the activation dtype, N' the activation's output (N / 2 when gated). Qwen3-30B-A3B at 8192 tokens:
     0.50 GiB (lab-vllm-0.26.0-h100/defaults/q30-g-h100: 2.68 GiB peak, the dense terms 2.20); Nemotron-3 Nano
-    0.49 (families/nano-e: 2.39 GiB). MXFP4 experts (gpt-oss: OpenAI's Triton kernels) keep none (families/
-    gptoss20-e: the sampler alone). 0 without MoE."""
+    0.49 (families/nano-e: 2.39 GiB); Mixtral (cut to 16 layers) 1.31, with the sampler's 0.50: 1.91 where the
+    forward's own peak (the per-token MLP term, which covers the experts' intermediates) is 1.73 and 1.87 was logged
+    (families/mixtral-e). MXFP4 experts (gpt-oss: OpenAI's Triton kernels) keep none (families/gptoss20-e: the
+    sampler alone). 0 without MoE."""
     m = a.moe
     if m is None or (a.quantization or {}).get("quant_method") == "mxfp4":
         return 0
@@ -264,14 +283,23 @@ def forward_peak(f: Features, c: Coefficients) -> float:
     forward = c["activation_per_token_width_bytes"] * f.tokens * f.mlp_width / f.tp
     if f.tp > 1 and f.eager:  # a tensor-parallel rank's eager forward holds more (measured on 0.26.0 only)
         forward += c.get("activation_tp_eager_extra_bytes", 0.0)
-    if f.moe:  # the fused-expert scratch (older records: the measured extra that stood for it)
-        forward += f.moe_workspace_bytes if f.moe_workspace_bytes >= 0 else c.get("activation_moe_extra_bytes", 0.0)
+    if f.moe and f.moe_workspace_bytes < 0:  # older records: the measured extra that stood for the MoE scratch
+        forward += c.get("activation_moe_extra_bytes", 0.0)
+    jit = 0.0
     if f.eager and f.compile_cache in ("fresh", "warm-jit") and f.hybrid:  # a fresh machine (or a lost Triton
-        forward += c.get("fresh_jit_extra_bytes", 0.0)  # cache) JIT-compiles the GDN (FLA) kernels in the profile
+        jit = c.get("fresh_jit_extra_bytes", 0.0)  # cache) JIT-compiles the GDN (FLA) kernels in the profile
+    forward += jit
+    if f.moe_workspace_bytes > 0 or f.mla_heads:
+        # a layer after an MoE layer runs beside the fused-MoE scratch that one kept: its own transients (MLA's
+        # per-head K and V, a fresh machine's Triton JIT) peak on top of it where the MLP term does not
+        forward = max(forward, max(f.moe_workspace_bytes, 0) + jit
+                      + c.get("activation_mla_per_token_head_bytes", 0.0) * f.tokens * f.mla_heads)
     if f.eager:
         return forward
     if f.compile_cache in ("cold", "fresh"):
         return max(forward, compile_peak(f, c))
+    if f.runner == "v2":  # a warm compiled graph's forward peaks as the eager one (Model Runner V2, vLLM 0.26.0)
+        return forward
     warm = forward + c["warm_compile_per_token_hidden_bytes"] * f.tokens * f.hidden / f.tp
     if f.compile_cache == "warm-jit":  # stored graphs loaded, their Triton kernels compiled again inside the profile
         warm += c.get("warm_jit_extra_bytes", 0.0)
@@ -279,9 +307,11 @@ def forward_peak(f: Features, c: Coefficients) -> float:
 
 
 def compile_peak(f: Features, c: Coefficients) -> float:
-    """A cold torch.compile's peak above the base (bytes): a factor x vocab x hidden x 2 B per rank
-    (Qwen3.5 0.8B / 4B / 9B and 9B at TP 2, vLLM 0.20.2 and 0.26.0: factor 1.04 on every log)."""
-    return c["cold_compile_vocab_hidden_factor"] * f.vocab * f.hidden * 2 / f.tp
+    """A cold torch.compile's peak above the base (bytes): a factor x vocab x hidden x 2 B per rank (Qwen3.5 0.8B /
+    4B / 9B and 9B at TP 2, vLLM 0.20.2: factor 1.04), and where the version measured it, what compiling a drafter's
+    graph adds (vLLM 0.26.0: 0.989 without a drafter, +0.10 GiB with MTP)."""
+    extra = c.get("cold_compile_drafter_extra_bytes", 0.0) if f.speculative else 0.0
+    return (c["cold_compile_vocab_hidden_factor"] * f.vocab * f.hidden * 2 + extra) / f.tp
 
 
 def sampler_peak(f: Features, c: Coefficients) -> float:
@@ -374,6 +404,7 @@ def terms(f: Features, c: Coefficients) -> dict[str, int]:
     act = activation(f, c)
     cg = cudagraph_estimate(f, c)
     overhead = c["weights_overhead_hybrid_bytes"] if f.hybrid else c["weights_overhead_dense_bytes"]
+    overhead += c.get("weights_overhead_mxfp4_per_moe_layer_bytes", 0.0) * f.mxfp4_moe_layers
     return {
         "weights": int(f.weights_bytes + overhead),
         "activation": int(act),
@@ -392,7 +423,9 @@ def cudagraph_estimate(f: Features, c: Coefficients) -> float:
     (profiles/coefficients/vllm-0.20.json); a profile with only the older constant + per-graph form uses that."""
     if f.eager or not f.num_cudagraphs:
         return 0.0
-    if "cudagraph_pw_first_bytes" not in c.items or not f.graph_sizes[0]:  # an older profile or probe record
+    if "cudagraph_pw_first_bytes" not in c.items or not f.graph_sizes[0] or f.tp > 1:
+        # an older profile or probe record, and tensor-parallel ranks (their all-reduces change the per-graph cost;
+        # the constant + per-graph form was fitted with the TP 2 logs): the older form
         return c["cudagraph_base_bytes"] + c["cudagraph_per_graph_bytes"] * f.num_cudagraphs
     n_pw, s_pw, n_full, s_full = f.graph_sizes
     pw_first = c["cudagraph_pw_first_bytes"] + c["cudagraph_pw_first_per_token_hidden_bytes"] * s_pw * f.hidden

@@ -193,7 +193,7 @@ class Deployment:
             args.append("--enable-prefix-caching")
         if self.tp > 1:
             args += ["--tensor-parallel-size", str(self.tp)]
-        if self.model.arch.is_multimodal and self.language_model_only:
+        if (self.model.arch.is_multimodal or self.model.arch.tower_unmodelled) and self.language_model_only:
             args.append("--language-model-only")
         if self.attention_backend:
             args += ["--attention-backend", self.attention_backend]
@@ -329,6 +329,9 @@ def resolve(model: ModelSource, gpu: GPU, rules: VllmRules, flags: Flags) -> Dep
                             f"reads that KV only with {' or '.join(readers)} ({why}); drop --attention-backend or "
                             "pick one of those")
     lmo = a.is_multimodal if flags.language_model_only is None else flags.language_model_only
+    if a.tower_unmodelled and not lmo:
+        raise UserError(f"{a.name}: {a.tower_unmodelled} is not modelled, and vLLM loads it unless told otherwise: "
+                        "pass --language-model-only to plan the text model (vLLM then serves text only)")
     defaults = []
     if flags.gpu_memory_utilization is None:
         defaults.append(f"GMU {gmu:.2f}")

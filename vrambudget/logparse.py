@@ -79,6 +79,8 @@ PATTERNS: dict[str, re.Pattern[str]] = {
     "graph_capture": re.compile(r"Graph capturing finished in \d+ secs, took (-?[0-9.]+) GiB"),
     "max_len_used": re.compile(r"Using max model len (\d+)"),
     "estimated_max": re.compile(r"estimated maximum model length is (\d+)"),
+    # vLLM 0.20.2+ (config/compilation.py): a hybrid's max_num_seqs above its KV cache blocks with FULL CUDA graphs
+    "mamba_blocks": re.compile(r"max_num_seqs \((\d+)\) exceeds available Mamba cache blocks \((\d+)\)"),
     "needed_kv": re.compile(r"([0-9.]+) GiB KV cache is needed, which is larger than the available KV cache memory "
                             r"\(([0-9.]+) GiB\)"),
     "free_short": re.compile(r"Free memory on device \(([0-9.]+)/([0-9.]+) GiB\) on startup is less than desired"),
@@ -163,8 +165,9 @@ class LogFacts:
     wsl: bool = False  # vLLM ran under WSL 2 ('Using pin_memory=False as WSL is detected')
     estimated_max_model_len: int | None = None
     needed_kv_gib: float | None = None
+    mamba_blocks: int | None = None  # the blocks vLLM's Mamba-block check found too few for max_num_seqs
     gpu_blocks: int | None = None  # V0 engine: '# GPU blocks: N' (blocks of 16 tokens)
-    outcome: str = "unknown"  # started | kv_too_small | oom_loading | oom_profiling | oom_kv_allocation |
+    outcome: str = "unknown"  # started | kv_too_small | mamba_blocks | oom_loading | oom_profiling | oom_kv_allocation |
     #                           oom_graph_capture | oom_runtime (serving) | insufficient_free_memory | crashed | incomplete
     error: str | None = None
     recognized: int = 0  # lines that matched one of vLLM's (0: not a vLLM log)
@@ -261,6 +264,8 @@ def parse_log(text: str) -> LogFacts:
             elif key == "v0_blocks" and f.gpu_blocks is None:
                 f.gpu_blocks = int(g[0])
                 milestones.append("kv_allocated")
+            elif key == "mamba_blocks":
+                f.mamba_blocks = int(g[1])
             elif key == "v0_too_small":
                 f.max_model_len, f.kv_cache_tokens = int(g[0]), int(g[1])
                 f.estimated_max_model_len = int(g[1])
@@ -295,6 +300,8 @@ def _outcome(f: LogFacts, milestones: list[str], oom_at: str | None, crash_line:
         return f.outcome
     if f.estimated_max_model_len is not None or f.needed_kv_gib is not None:
         return "kv_too_small"
+    if f.mamba_blocks is not None:
+        return "mamba_blocks"
     if oom_at is not None:
         return {"start": "oom_loading", "loaded": "oom_profiling", "profiled": "oom_kv_allocation",
                 "kv_allocated": "oom_graph_capture", "captured": "oom_graph_capture",

@@ -32,7 +32,17 @@ def layout_for(d: Deployment) -> KVLayout:
         draft_attention_layers=a.mtp_layers if d.mtp else 0, tp=d.tp, mamba_blocks=mamba_blocks,
         block_multiple=d.rules.align_block_multiple_hopper if hopper_align else d.rules.hybrid_block_multiple,
         max_num_batched_tokens=d.max_num_batched_tokens, in_flight_batches=d.rules.sliding_in_flight_batches,
-        kv_scale_bytes=d.kv_scale_bytes, drafter=draft_layers(d))
+        kv_scale_bytes=d.kv_scale_bytes, drafter=draft_layers(d), mla_block_size=mla_block_size(d))
+
+
+def mla_block_size(d: Deployment) -> int:
+    """The MLA backend's block on this GPU for this KV dtype (16 where the model has no MLA)."""
+    if not d.model.arch.uses_mla:
+        return 16
+    from .deployment import kv_backend_class
+    from .hardware.facts import mla_backend
+
+    return mla_backend(d.gpu, kv_backend_class(d.kv_cache_dtype))[1]
 
 
 def draft_layers(d: Deployment) -> tuple[DraftLayers, ...]:
@@ -119,7 +129,7 @@ class Prediction:
             "cuda_context_source": b.cuda_context.source, "free_at_start_bytes": b.free_at_start_bytes,
             "runtime_margin_bytes": b.runtime_margin_bytes, "weights_source": b.weights_source,
             "attention_backend": b.backend.label, "attention_backend_workspace_bytes": b.backend.profiled_bytes,
-            "gdn_prefill_path": gdn_prefill_path(self.deployment.gpu) if self.deployment.model.arch.is_hybrid else None,
+            "gdn_prefill_path": gdn_prefill_path(self.deployment.gpu) if self.deployment.model.arch.gdn else None,
             "runtime": None if self.runtime is None else {
                 "prompt_tokens": self.runtime.prompt_tokens, "need_bytes": self.runtime.need_bytes,
                 "margin_bytes": self.runtime.margin_bytes, "serves": self.runtime.serves,

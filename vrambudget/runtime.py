@@ -222,7 +222,7 @@ def runtime_need(i: RuntimeInputs, context: Term | None = None) -> RuntimeNeed:
         terms.append(Term("a prefill chunk's forward (its peak was released)", i.chunk_forward,
                           f"the profiled forward over {i.tokens:,} batched tokens, allocated again by a long prompt",
                           False))
-    if i.arch.is_hybrid:
+    if i.arch.gdn is not None:
         live = gdn_prefill_live_bytes(i.arch, i.tokens, i.tp)
         terms.append(Term("GDN prefill live tensors", live, f"GDN chunked prefill live set, one layer, {i.tokens} "
                           f"tokens a chunk ({i.gdn_path}; vLLM 0.20.2 fla/ops allocation sizes)", False))

@@ -27,13 +27,16 @@ def gpus(json_out: JsonOpt = False) -> None:
     run_safely(go)
 
 
-def models(json_out: JsonOpt = False) -> None:
-    """List the bundled model profiles with their key figures."""
+def models(json_out: JsonOpt = False,
+           families: bool = typer.Option(False, "--families", help="The model families vrambudget plans (any "
+                                         "checkpoint of one: a folder or Hub id), with the evidence behind each, and "
+                                         "what it refuses.")) -> None:
+    """List the bundled model profiles with their key figures (--families: every architecture it plans)."""
 
     def go() -> None:
-        from ..output.catalog import models_table
+        from ..output.catalog import families_table, models_table
 
-        out, text = models_table()
+        out, text = families_table() if families else models_table()
         emit_json(out) if json_out else echo(text)
 
     run_safely(go)

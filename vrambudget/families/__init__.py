@@ -21,9 +21,10 @@ class Family:
 
 
 def families() -> tuple[Family, ...]:
-    from . import gemma4, gqa, qwen_hybrid
+    from . import deepseek, gemma3, gemma4, glm4_moe, gpt_oss, gqa, llama4, minimax_m2, nemotron_h, qwen_hybrid
 
-    return (gqa.FAMILY, qwen_hybrid.FAMILY, gemma4.FAMILY)
+    return (gqa.FAMILY, qwen_hybrid.FAMILY, gemma4.FAMILY, gemma3.FAMILY, deepseek.FAMILY, gpt_oss.FAMILY,
+            nemotron_h.FAMILY, llama4.FAMILY, glm4_moe.FAMILY, minimax_m2.FAMILY)
 
 
 def family_of(cfg: dict[str, Any]) -> Family | None:

@@ -166,6 +166,16 @@ def attention_backend(gpu: GPU, kv: str, head_dim: int = 128) -> Backend:
     return _backend("FLASH_ATTN", "", f"architecture {gpu.architecture!r} not in the table: assumed FLASH_ATTN", gpu)
 
 
+def mla_backend(gpu: GPU, kv: str) -> tuple[Backend, int]:
+    """The MLA backend vLLM picks on this GPU for this KV dtype class, and its block size (gpu_facts.json
+    mla_backends); an architecture not in the table gets TRITON_MLA (any GPU), said in its source."""
+    for r in _facts()["mla_backends"]["rules"]:
+        if gpu.architecture in r["architectures"] and r["kv"] in ("any", kv):
+            return _backend(r["backend"], "", r["source"], gpu), int(r["block_size"])
+    return _backend("TRITON_MLA", "", f"architecture {gpu.architecture!r} not in mla_backends: TRITON_MLA assumed",
+                    gpu), 16
+
+
 def backend_named(name: str, gpu: GPU | None = None) -> Backend:
     """A backend forced by the user (vLLM's --attention-backend NAME)."""
     return _backend(name.upper(), "", "forced with --attention-backend", gpu)

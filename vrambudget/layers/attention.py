@@ -24,6 +24,7 @@ class FullAttention:
     o_bias: bool = False
     sinks: bool = False  # one learned sink logit per head (gpt-oss)
     v_head_dim: int | None = None  # None: head_dim
+    qk_norm_all_heads: bool = False  # q/k RMSNorms over all heads (MiniMax-M2) rather than one head dim each
 
     kind = LayerKind.FULL
 
@@ -40,6 +41,9 @@ class FullAttention:
         yield Tensor(f"{p}.o_proj", self.num_heads * self.v_dim, h, bias=self.o_bias, part=part)
         if self.qk_norm:
             yield Tensor(f"{p}.q_norm+k_norm", 2 * self.head_dim, 1, linear=False, part=part)
+        if self.qk_norm_all_heads:
+            yield Tensor(f"{p}.q_norm+k_norm", (self.num_heads + self.num_kv_heads) * self.head_dim, 1, linear=False,
+                         part=part, tp_split=True)
         if self.sinks:
             yield Tensor(f"{p}.sinks", self.num_heads, 1, linear=False, part=part)
 

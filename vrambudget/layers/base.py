@@ -42,6 +42,8 @@ class Tensor:
     bias: bool = False
     part: str = "model"  # "model", "mtp", "vision" or "buffers" (allocated at load, not in the checkpoint)
     dtype_bytes: int | None = None  # fixed whatever the model dtype (e.g. fp32 router biases); None: the model's
+    replicated: bool = False  # a Linear vLLM keeps whole on every tensor-parallel rank (MLA's down projections)
+    tp_split: bool = False  # a non-Linear that splits over the ranks all the same (a Mamba2 conv, its A and D)
 
     @property
     def numel(self) -> int:
@@ -60,6 +62,8 @@ class CacheContext:
     in_flight_tokens: int  # tokens a sliding / chunked layer keeps beside its window (vllm_rules)
     kv_scale_bytes: int = 0  # per-token-head KV scales (fp32, for K and for V each)
     block_size: int = 16  # the attention backend's block
+    mla_block_size: int = 16  # the MLA backend's block (gpu_facts.json mla_backends)
+    mla_fp8_ds: bool = False  # the MLA cache in fp8_ds_mla (656 bytes a token; the sparse FlashMLA path)
 
 
 class Mixer(Protocol):

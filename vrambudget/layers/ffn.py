@@ -39,19 +39,31 @@ class MoE:
     shared_gate: bool = True  # a 1-output sigmoid gate on the shared expert (Qwen MoE)
     gated: bool = True  # the experts' gate and up projections; False: up only (Nemotron-H)
     router_bias: bool = False  # a routing correction bias per expert (DeepSeek's e_score_correction_bias), fp32
-    expert_bias: bool = False  # biases on the experts' projections (gpt-oss)
+    expert_bias: bool = False  # biases on the experts' projections and the router (gpt-oss)
+    fused: bool = False  # the experts as vLLM's fused w13 (gate and up) and w2 tensors (their quantized layout
+    # pads the fused shape: gpt-oss's MXFP4)
+    shared_gated: bool = True  # the shared expert has a gate projection (False: Nemotron-H's squared ReLU)
+    router_fp32: bool = False  # the router's weight in fp32 (GLM-4.5, MiniMax-M2, MiMo-V2)
 
     def tensors(self, prefix: str, part: str) -> Iterator[Tensor]:
         p, h, e, i = f"{prefix}.mlp", self.hidden, self.num_experts, self.expert_intermediate
-        yield Tensor(f"{p}.gate.", h, e, part=part)
+        if self.router_fp32:
+            yield Tensor(f"{p}.gate.", h * e, 1, linear=False, part=part, dtype_bytes=4)
+        else:
+            yield Tensor(f"{p}.gate.", h, e, part=part, bias=self.expert_bias)
         if self.router_bias:
             yield Tensor(f"{p}.gate.e_score_correction_bias", e, 1, linear=False, part=part, dtype_bytes=4)
-        for proj in ("gate_proj", "up_proj") if self.gated else ("up_proj",):
-            yield Tensor(f"{p}.experts.{proj}", h, i, count=e, bias=self.expert_bias, part=part)
-        yield Tensor(f"{p}.experts.down_proj", i, h, count=e, bias=self.expert_bias, part=part)
+        if self.fused:
+            yield Tensor(f"{p}.experts.w13", h, (2 if self.gated else 1) * i, count=e, bias=self.expert_bias,
+                         part=part)
+            yield Tensor(f"{p}.experts.w2", i, h, count=e, bias=self.expert_bias, part=part)
+        else:
+            for proj in ("gate_proj", "up_proj") if self.gated else ("up_proj",):
+                yield Tensor(f"{p}.experts.{proj}", h, i, count=e, bias=self.expert_bias, part=part)
+            yield Tensor(f"{p}.experts.down_proj", i, h, count=e, bias=self.expert_bias, part=part)
         if self.shared_intermediate:
             s = self.shared_intermediate
-            if self.gated:
+            if self.shared_gated:
                 yield Tensor(f"{p}.shared_expert.gate_proj", h, s, part=part)
             yield Tensor(f"{p}.shared_expert.up_proj", h, s, part=part)
             yield Tensor(f"{p}.shared_expert.down_proj", s, h, part=part)

@@ -24,8 +24,6 @@ SLIDING = "sliding_attention"
 
 HYBRID_MODEL_TYPES = {"qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text", "qwen3_next"}
 GEMMA4_MODEL_TYPES = {"gemma4", "gemma4_text"}
-# model types whose configs the memory model was checked against (real logs or vLLM's source)
-CHECKED_MODEL_TYPES = HYBRID_MODEL_TYPES | GEMMA4_MODEL_TYPES | {"llama", "qwen3", "qwen3_moe", "qwen2", "mistral"}
 # config keys that change what vLLM allocates and that the memory model does not read yet: a config with
 # any of them set is refused in one line rather than planned as if they were absent
 UNMODELLED_KEYS = {
@@ -98,6 +96,11 @@ class ModelArch:
     full_head_dim: int | None = None
     norms_per_layer: int = 2  # RMSNorm weight vectors of width hidden per decoder layer
     rotary_dims: tuple[int, ...] = ()  # one cos/sin cache of max_position x dim per distinct rotary embedding
+    # one cos/sin cache per rotary embedding as (rows, width, bytes per value) where a family states them (YaRN and
+    # linear-scaled ropes cache more rows than max_position; gpt-oss keeps fp32); () : rotary_dims x max_position
+    rotary_caches: tuple[tuple[int, int, int], ...] = ()
+    extra_tensors: tuple = ()  # model-level weights a family adds (layers.base.Tensor)
+    tower_unmodelled: str = ""  # a vision tower vLLM loads that is not modelled: --language-model-only is required
     # the decoder layers as layer kinds (vrambudget/layers): what the planner and the weights loop over
     layers: tuple[DecoderLayer, ...] = field(default=(), compare=False)
     mtp_layer: DecoderLayer | None = field(default=None, compare=False)  # one MTP drafter decoder layer
@@ -110,7 +113,15 @@ class ModelArch:
 
     @property
     def is_hybrid(self) -> bool:
+        """Some layers keep a fixed state (GatedDeltaNet, Mamba2) beside attention layers with a KV cache."""
+        if self.layers:
+            return any(layer.mixer is not None and layer.kind.has_state for layer in self.layers)
         return self.gdn is not None and LINEAR in self.layer_types
+
+    @property
+    def uses_mla(self) -> bool:
+        """Latent attention: vLLM picks an MLA backend, whose block size the plan takes."""
+        return any(layer.mixer is not None and layer.kind.value == "mla" for layer in self.layers)
 
     @property
     def num_full_attention(self) -> int:
@@ -298,9 +309,7 @@ def read_decoder(cfg: dict[str, Any], name: str = "model") -> ModelArch:
         norms_per_layer=(4 + (3 if text.get("enable_moe_block") else 0)) if gemma4 else 2,
         rotary_dims=_rotary_dims(text, head_dim, full_dim, gemma4),
         quantization=quant,
-        assumptions=() if model_type in CHECKED_MODEL_TYPES else (
-            f"model type {model_type or '?'} ({arch_name}) not checked against vLLM: planned as a decoder of "
-            f"{n_layers} {'/'.join(sorted(set(layer_types)))} layers from config.json, no other per-layer state",),
+        assumptions=(),  # every family is checked (families/: an allow-list)
     )
     return with_layers(arch)
 

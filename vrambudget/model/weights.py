@@ -69,10 +69,13 @@ class QuantScheme:
     only: tuple[str, ...] = ()  # AutoRound's block_name_to_quantize: name prefixes; empty = every Linear
     quantize_lm_head: bool = False
     load: Int4Load = Int4Load()
+    mxfp4_backend: str = "triton"  # the MXFP4 MoE kernel the GPU runs (gpu_facts.json mxfp4_moe_backends)
 
     def quantizes(self, t: Tensor) -> bool:
         if self.method == "none" or not t.linear:
             return False
+        if self.method == "mxfp4":  # gpt-oss: the routed experts only (vLLM's GptOssMxfp4Config)
+            return ".experts." in t.name
         if t.name.startswith("lm_head") and self.quantize_lm_head:
             return True
         if any(k in t.name for k in ALWAYS_UNQUANTIZED):
@@ -135,6 +138,8 @@ def scheme_from_config(q: dict[str, Any] | None) -> QuantScheme:
         return QuantScheme("fp8", 8, ignore=ignore)
     if method == "compressed-tensors":
         return _compressed_tensors(q, ignore)
+    if method == "mxfp4":
+        return QuantScheme("mxfp4", 4, 32, ignore=ignore)
     raise UserError(f"quantization {method!r} is not modelled; supported: awq, gptq, fp8, "
                     "compressed-tensors (W4A16, W8A8-FP8, NVFP4), modelopt")
 
@@ -186,7 +191,8 @@ def _compressed_tensors(q: dict[str, Any], ignore: tuple[str, ...]) -> QuantSche
 def decoder_layer_tensors(a: ModelArch, layer: DecoderLayer, prefix: str, part: str) -> Iterator[Tensor]:
     """One decoder layer's weights: its norms, its token mixer's and its feed-forward block's (layers/)."""
     yield Tensor(f"{prefix}.layernorms", a.norms_per_layer * a.hidden_size, 1, linear=False, part=part)
-    yield from layer.mixer.tensors(prefix, part)
+    if layer.mixer is not None:
+        yield from layer.mixer.tensors(prefix, part)
     if layer.ffn is not None:
         yield from layer.ffn.tensors(prefix, part)
 
@@ -199,6 +205,7 @@ def model_tensors(a: ModelArch) -> Iterator[Tensor]:
     yield Tensor(f"{root}.embed_tokens", vocab, a.hidden_size, linear=False)
     for i, layer in enumerate(a.layers):
         yield from decoder_layer_tensors(a, layer, f"{root}.layers.{i}", "model")
+    yield from a.extra_tensors
     yield Tensor(f"{root}.norm", a.hidden_size, 1, linear=False)
     if not a.tie_word_embeddings:
         yield Tensor("lm_head", a.hidden_size, vocab)
@@ -207,6 +214,10 @@ def model_tensors(a: ModelArch) -> Iterator[Tensor]:
 def buffer_tensors(a: ModelArch) -> Iterator[Tensor]:
     """What vLLM allocates at load beside the checkpoint: one rotary cos/sin cache (max_position x rotary
     width, model dtype) per distinct rotary embedding, whole on every rank."""
+    if a.rotary_caches:
+        for rows, dim, nbytes in a.rotary_caches:
+            yield Tensor("rotary_emb.cos_sin_cache", rows, dim, linear=False, part="buffers", dtype_bytes=nbytes)
+        return
     for dim in a.rotary_dims:
         yield Tensor("rotary_emb.cos_sin_cache", a.max_position_embeddings, dim, linear=False, part="buffers")
 
@@ -277,19 +288,48 @@ def replicated_on_ranks(a: ModelArch, ba_replicated_int4: bool) -> tuple[str, ..
     return ()
 
 
+# MXFP4 MoE kernels (vLLM 0.26 fused_moe/oracle/mxfp4.py mxfp4_round_up_hidden_size_and_intermediate_size and each
+# backend's weight conversion): intermediate and hidden alignment, and the bytes of a bias value once converted
+MXFP4_LAYOUTS = {"triton": (64, 1, 4), "marlin": (128, 256, 2), "trtllm": (256, 256, 4)}
+
+
+def mxfp4_expert_bytes(t: Tensor, backend: str, tp: int) -> int:
+    """One rank's bytes of a gpt-oss MXFP4 expert tensor (w13: hidden -> 2 x intermediate, w2: intermediate ->
+    hidden) as the backend lays it out: the intermediate (per rank) and hidden rounded up to its alignment; packed
+    4-bit values and one e8m0 scale per 32; biases in fp32 (Triton, TRT-LLM) or bf16 (Marlin). The Triton kernels on
+    Hopper swizzle the values to rows of 16 and columns of 32 bytes and the scales to rows of 256 and an even count
+    of groups rounded to 4 (triton_kernels HopperMXValueLayout / HopperMXScaleLayout)."""
+    align_i, align_h, bias_bytes = MXFP4_LAYOUTS[backend]
+    up = lambda x, m: -(-x // m) * m  # noqa: E731
+    w13 = t.name.endswith(".w13")
+    inter = up((t.out_f // 2 if w13 else t.in_f) // tp, align_i)
+    hidden = up(t.out_f if not w13 else t.in_f, align_h) if align_h > 1 else (t.in_f if w13 else t.out_f)
+    n, k = (2 * inter, hidden) if w13 else (hidden, inter)
+    if backend == "triton":
+        values = up(n, 16) * up(k // 2, 32)
+        scales = up(n, 256) * up(up(-(-k // 32), 4), 2)
+    else:
+        values, scales = n * k // 2, n * -(-k // 32)
+    return t.count * (values + scales + (n * bias_bytes if t.bias else 0))
+
+
 def weights_from_config(a: ModelArch, *, with_vision: bool, tp: int = 1, int4: Int4Load = Int4Load(),
-                        replicated: tuple[str, ...] = ()) -> WeightBytes:
+                        replicated: tuple[str, ...] = (), mxfp4_backend: str = "triton") -> WeightBytes:
     """Weight bytes per rank computed from shapes and the quantization config; `int4`: what the GPU's 4-bit
     kernel and the vLLM version do at load (gpufacts.int4_load); `replicated`: name suffixes of linear tensors
     whole on every rank (replicated_on_ranks)."""
-    scheme = replace(scheme_from_config(a.quantization), load=int4)
+    scheme = replace(scheme_from_config(a.quantization), load=int4, mxfp4_backend=mxfp4_backend)
     db = dtype_bytes(a.dtype)
     total = {"model": 0, "mtp": 0, "vision": 0, "buffers": 0}
     tensors = list(model_tensors(a)) + list(buffer_tensors(a)) + list(mtp_tensors(a) if a.mtp_layers else []) + \
         list(vision_tensors(a) if with_vision else [])
     for t in tensors:
+        if scheme.method == "mxfp4" and scheme.quantizes(t):
+            total[t.part] += mxfp4_expert_bytes(t, scheme.mxfp4_backend, tp)  # per rank, padded per rank
+            continue
         b = tensor_bytes(t, scheme, db)
-        sharded = (t.linear and not t.name.endswith(replicated)) or t.name.endswith("embed_tokens")
+        sharded = ((t.linear and not t.replicated and not t.name.endswith(replicated)) or t.tp_split
+                   or t.name.endswith("embed_tokens"))
         total[t.part] += b // tp if sharded else b
     return WeightBytes(total["model"] + total["buffers"], total["mtp"], total["vision"], "config")
 

@@ -75,3 +75,18 @@ def models_table() -> tuple[dict[str, Any], str]:
         text.append(tabulate(drafters, headers=["model", "Hugging Face", "layers", "KV heads x dim", "checked"],
                              tablefmt="simple", disable_numparse=True))
     return out, "\n".join(text)
+
+
+def families_table() -> tuple[dict[str, Any], str]:
+    """The model families (vrambudget/families): (JSON, text)."""
+    from ..families import families
+
+    fams = [{"name": f.name, "architectures": list(f.architectures), "model_types": list(f.model_types),
+             "evidence": f.evidence} for f in families()]
+    rows = [[f["name"], ", ".join(f["architectures"]), f["evidence"]] for f in fams]
+    text = [tabulate(rows, headers=["family", "config.json architectures", "checked against"], tablefmt="simple",
+                     disable_numparse=True, maxcolwidths=[34, 44, 70]),
+            "Any other architecture is refused in one line (its layers' memory is not modelled), never planned as "
+            "dense attention. Refused inside these families: DeepSeek V3.2 / GLM-5 sparse attention, Nemotron-3 "
+            "Super's latent MoE, Gemma 4 E2B/E4B, vision towers other than Qwen3.5's (pass --language-model-only)."]
+    return {"families": fams}, "\n".join(text)

@@ -27,7 +27,7 @@ def header(p: Prediction) -> str:
     return (f"{d.model.ref} ({d.model.description}) on {d.gpu.name} ({d.gpu.total_gib:.2f} GiB as CUDA reports it"
             f"{'' if d.gpu.measured else ', ' + d.gpu.source.split(':')[0].split(' (')[0]}"
             f"{f'; {d.gpu.sms} SMs, {d.gpu.architecture}' if d.gpu.sms else ''}; attention {b.backend.label}"
-            + (f", GDN prefill {gdn_prefill_path(d.gpu)}" if d.model.arch.is_hybrid else "") + ")\n"
+            + (f", GDN prefill {gdn_prefill_path(d.gpu)}" if d.model.arch.gdn is not None else "") + ")\n"
             f"{d.version_label} | GMU {d.gmu:.2f} | KV {d.kv_cache_dtype} | {mode} | {mtp} | "
             f"max_num_seqs {d.max_num_seqs} | max_num_batched_tokens {d.max_num_batched_tokens} | TP {d.tp}"
             + (" | prefix caching" if d.enable_prefix_caching else "")
@@ -390,6 +390,10 @@ def probe_summary_text(s: dict[str, Any]) -> str:
              {True: "ok", False: "FAILED", None: ""}[a["verify"]]] for a in s["attempts"]]
     out = [tabulate(rows, headers=["#", "GMU", "max_model_len", "outcome", "s", "verify"], tablefmt="simple",
                     disable_numparse=True)]
+    if s.get("max_num_seqs_asked") and s.get("max_num_seqs") != s["max_num_seqs_asked"]:
+        out.append(f"max_num_seqs {s['max_num_seqs']} (not {s['max_num_seqs_asked']}): vLLM's Mamba-block check needs "
+                   "a KV cache block for every sequence its CUDA graphs capture; start vLLM with "
+                   f"--max-num-seqs {s['max_num_seqs']}")
     if s.get("failed"):
         out.append(f"probe stopped: {s['failed'].replace('_', ' ')} (logs and records: {s['records']})")
     elif s["mode"] == "bisect":

@@ -19,14 +19,15 @@ SCHEMA = 1
 
 
 def startup_record(*, d: Deployment, predicted: Any, mode: str, n: int, outcome: str, seconds: float,
-                   retry_of_cold_compile: bool, facts: LogFacts, log: Path, gmu: float, max_model_len: int,
+                   retry_of_cold_compile: bool, retry_of_mamba_blocks: bool = False, facts: LogFacts, log: Path,
+                   gmu: float, max_model_len: int,
                    inputs: dict[str, Any], gpu_key: str, gpu_name: str, driver: str | None,
                    simulated: dict[str, Any] | None, verify: dict[str, Any] | None = None) -> dict[str, Any]:
     """One startup: `d` is the deployment as started (GMU, length, compile state), `predicted` its Prediction."""
     return {
         "schema": SCHEMA, "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "tool": f"vrambudget {__version__}",
         "mode": mode, "attempt": n, "outcome": outcome, "seconds": seconds,
-        "retry_of_cold_compile": retry_of_cold_compile,
+        "retry_of_cold_compile": retry_of_cold_compile, "retry_of_mamba_blocks": retry_of_mamba_blocks,
         "inputs": {**inputs, "gpu_memory_utilization": gmu, "max_model_len": max_model_len},
         "vllm_version": facts.vllm_version, "driver_version": driver, "gpu_name": gpu_name, "gpu_key": gpu_key,
         "features": asdict(features(d)), "facts": facts.to_dict(), "log": str(log),

@@ -19,7 +19,7 @@ from ..deployment import Deployment, gmu_flag
 from ..errors import UserError
 from ..kv.planner import ceiling_for, kv_needed_bytes
 from ..logparse import LogFacts, parse_log
-from ..predict import layout_for, min_gmu_for_context, predict
+from ..predict import fit_max_num_seqs, layout_for, min_gmu_for_context, predict
 from ..units import GiB
 from . import phases, records, search
 from .server import GpuWatch, MemoryBlocker, ServerProcess, free_port, port_in_use
@@ -68,6 +68,7 @@ class Attempt:
     facts: LogFacts
     log: Path
     retry_of_cold_compile: bool = False
+    retry_of_mamba_blocks: bool = False
     verify: dict[str, Any] | None = None
 
 
@@ -137,7 +138,13 @@ class Prober:
     """Runs the startups a search asks for, one at a time; `report` receives one progress line per event."""
 
     def __init__(self, d: Deployment, c: Coefficients, opts: ProbeOptions, report: Callable[[str], None] = print):
-        self.d, self.c, self.opts, self.report = d, c, opts, report
+        self.c, self.opts, self.report = c, opts, report
+        # vLLM's default max_num_seqs that its Mamba-block check would refuse is lowered up front (said once)
+        self.seqs_asked = d.max_num_seqs
+        self.d = fit_max_num_seqs(d, c)
+        if self.d.max_num_seqs != d.max_num_seqs:
+            report(f"--max-num-seqs {self.d.max_num_seqs}: vLLM's default {d.max_num_seqs} exceeds the KV cache "
+                   "blocks predicted for this hybrid model, and its CUDA graphs need one per sequence")
         self.gpu = GpuWatch()
         self.attempts: list[Attempt] = []
         self.records_path = opts.runs_dir / "records.jsonl"
@@ -178,6 +185,7 @@ class Prober:
         finally:
             self.close()
         return {"mode": mode, "startups": len(self.attempts), "records": str(self.records_path),
+                "max_num_seqs": self.d.max_num_seqs, "max_num_seqs_asked": self.seqs_asked,
                 "attempts": [{"n": a.n, "gmu": a.gmu, "max_model_len": a.max_model_len, "outcome": a.outcome,
                               "seconds": a.seconds, "verify": (a.verify or {}).get("ok")} for a in self.attempts],
                 **found}
@@ -306,21 +314,37 @@ class Prober:
                 "real_context_bytes": o.real_context_bytes} if self.blocker else None)
         records.append(self.records_path, records.startup_record(
             d=d, predicted=predict(d, self.c), mode=mode, n=att.n, outcome=att.outcome, seconds=att.seconds,
-            retry_of_cold_compile=att.retry_of_cold_compile, facts=att.facts, log=att.log, gmu=att.gmu,
+            retry_of_cold_compile=att.retry_of_cold_compile, retry_of_mamba_blocks=att.retry_of_mamba_blocks,
+            facts=att.facts, log=att.log, gmu=att.gmu,
             max_model_len=att.max_model_len, inputs=self.d.inputs(), gpu_key=self.d.gpu.key,
             gpu_name=self.gpu.name or self.d.gpu.name, driver=self.gpu.driver, simulated=sim, verify=att.verify))
 
     def run_startup(self, gmu: float, mml: int, mode: str, keep: bool = False) -> tuple[Attempt, ServerProcess | None]:
-        """A startup, recorded. A failure right after a cold torch.compile (the first boot of a new
-        compile-cache key profiles a larger peak) gets one recorded retry, which boots warm."""
+        """A startup, recorded. A refusal by vLLM's Mamba-block check is retried with the max_num_seqs it names;
+        a failure right after a cold torch.compile (the first boot of a new compile-cache key profiles a larger
+        peak) gets one recorded retry, which boots warm."""
         att, srv = self.startup(gmu, mml, keep=keep)
         self.record(att, mode)
-        if att.outcome not in ("started", "insufficient_free_memory", "timed_out") and att.facts.compile == "cold":
-            self.report(f"[{att.n}] failed right after a cold torch.compile: retrying once with the cache warm")
-            att, srv = self.startup(gmu, mml, keep=keep, retry=True)
-            att.retry_of_cold_compile = True
+        cold_retried = False
+        while True:
+            if att.outcome == "mamba_blocks" and 0 < (att.facts.mamba_blocks or 0) < self.d.max_num_seqs:
+                # vLLM's Mamba-block check named the blocks its KV cache has: that many seqs from now on (the
+                # number only falls, so this ends)
+                seqs = att.facts.mamba_blocks
+                self.report(f"[{att.n}] vLLM refused max_num_seqs {self.d.max_num_seqs} (its CUDA graphs need one KV "
+                            f"cache block a sequence, it has {seqs}): retrying with --max-num-seqs {seqs}")
+                self.d = self.d.with_(max_num_seqs=seqs, max_num_seqs_given=True)
+                att, srv = self.startup(gmu, mml, keep=keep, retry=True)
+                att.retry_of_mamba_blocks = True
+            elif (not cold_retried and att.facts.compile == "cold"
+                  and att.outcome not in ("started", "insufficient_free_memory", "timed_out", "mamba_blocks")):
+                self.report(f"[{att.n}] failed right after a cold torch.compile: retrying once with the cache warm")
+                cold_retried = True
+                att, srv = self.startup(gmu, mml, keep=keep, retry=True)
+                att.retry_of_cold_compile = True
+            else:
+                return att, srv
             self.record(att, mode)
-        return att, srv
 
     # -- verification ---------------------------------------------------------------------------
     def verify(self, att: Attempt, srv: ServerProcess) -> bool:

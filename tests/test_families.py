@@ -1,0 +1,156 @@
+"""Every architecture vLLM serves that the tool plans is a family (vrambudget/families), each layer a kind
+(vrambudget/layers) (issue 35): the lab's vLLM 0.26.0 startups of each family on the H100 (tests/fixtures/lab-vllm-
+0.26.0-h100/families and defaults; configs in tests/fixtures/models, cut ones in tests/fixtures/models/lab-*), and
+configs no family claims refused in one line."""
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from vrambudget.cli import app
+from vrambudget.errors import UserError
+from vrambudget.explain import compare_file
+from vrambudget.kv.planner import plan_kv
+from vrambudget.model.arch import arch_from_config
+from vrambudget.predict import layout_for
+from vrambudget.units import GiB
+
+ROOT = Path(__file__).resolve().parent.parent
+LAB = ROOT / "tests" / "fixtures" / "lab-vllm-0.26.0-h100"
+MODELS = ROOT / "tests" / "fixtures" / "models"
+runner = CliRunner()
+
+# (log, the family, its model folder, the available-KV bound in GiB): each startup against its own prediction
+FAMILY_LOGS = [
+    ("families/dsv2l-e.log", "DeepSeek V2 (MLA, Model Runner V2)", "deepseek-v2-lite", 0.15),
+    ("families/dsv2l-g.log", "DeepSeek V2 (MLA), CUDA graphs", "deepseek-v2-lite", 0.15),
+    ("families/gptoss20-e.log", "gpt-oss (sinks, sliding 128, MXFP4)", "gpt-oss-20b", 0.15),
+    ("families/nano-e.log", "Nemotron-3 Nano (Mamba2 + MoE)", "nemotron-3-nano-30b-a3b", 0.15),
+    ("families/nh56-e.log", "Nemotron-H (Mamba2, dense)", "lab-nemotron-h-56b-24l", 0.15),
+    ("families/llama4-e.log", "Llama 4 (chunked local attention)", "lab-llama-4-scout-4l", 0.15),
+    ("families/mixtral-e.log", "Mixtral", "lab-mixtral-8x7b-16l", 0.15),
+    ("families/phi4-e.log", "Phi-4 (Model Runner V2)", "phi-4", 0.15),
+    ("families/minimax-e.log", "MiniMax-M2.5", "lab-minimax-m2.5-4l", 0.15),
+    ("families/glm47-e.log", "GLM-4.7 (glm4_moe)", "lab-glm-4.7-5l", 0.15),
+    ("defaults/l8-e-h100.log", "Llama 3.1 (Model Runner V2)", None, 0.15),
+    ("defaults/q8-g-h100.log", "Qwen3 (Model Runner V2, graphs outside the budget)", None, 0.15),
+    ("defaults/q30-g-h100.log", "Qwen3-MoE (V1, 1024 seqs)", None, 0.15),
+    ("defaults/q27-g-h100.log", "Qwen3.5 (GatedDeltaNet hybrid)", None, 0.15),
+    ("q36-35b-e-fp8.log", "Qwen3.6-35B-A3B (GDN hybrid MoE)", None, 0.15),
+    ("g26t-e-bf16.log", "Gemma 4", None, 0.15),
+    # measured on itself: the MLA prefill coefficient is the mean of this log's and DeepSeek-V2-Lite's
+    ("families/dsv3-e.log", "DeepSeek V3 (MLA, Model Runner V1)", "lab-deepseek-v3-5l", 0.15),
+    # Gemma 3 loads 0.15 GiB more than its tensors and peaks 0.11 higher at 8192 tokens: not modelled (said here)
+    ("families/gemma3-e.log", "Gemma 3", "lab-gemma-3-27b-text", 0.30),
+]
+
+
+def _compare(log: str, model: str | None):
+    return compare_file(LAB / log, model=str(MODELS / model) if model else None)
+
+
+@pytest.mark.parametrize("log,family,model,bound", FAMILY_LOGS, ids=[x[0] for x in FAMILY_LOGS])
+def test_each_family_within_its_bound_of_its_own_startup(log, family, model, bound):
+    cmp = _compare(log, model)
+    rows = {r[0]: r for r in cmp.rows}
+    assert abs(rows["available KV cache"][3]) <= bound, (family, rows["available KV cache"])
+    logged_w, pred_w = rows["weights (incl. drafter)"][1], rows["weights (incl. drafter)"][2]
+    assert abs(pred_w - logged_w) / logged_w <= 0.011, (family, logged_w, pred_w)  # 'Model loading took', within 1%
+
+
+@pytest.mark.parametrize("log,family,model,bound", FAMILY_LOGS, ids=[x[0] for x in FAMILY_LOGS])
+def test_each_family_reproduces_vllms_kv_plan_from_its_logged_memory(log, family, model, bound):
+    cmp = _compare(log, model)
+    f, d = cmp.facts, cmp.prediction.deployment
+    lay = layout_for(d)
+    if f.block_size:
+        assert lay.block_size == f.block_size
+    tokens = {plan_kv(lay, int((f.available_kv_gib + dx) * GiB), f.max_model_len, d.rules).kv_cache_tokens
+              for dx in (-0.005, 0, 0.005)}
+    assert min(tokens) <= f.kv_cache_tokens <= max(tokens), (family, f.kv_cache_tokens, tokens)
+
+
+def test_at_least_fifteen_families_within_0_15_gib():
+    assert len({x[1].split(" (")[0] for x in FAMILY_LOGS if x[3] <= 0.15}) >= 15
+
+
+def test_the_mamba2_hybrid_refusal_is_predicted():
+    """Nemotron-3 Nano with vLLM's 1024 seqs and CUDA graphs: vLLM found 888 Mamba cache blocks and refused."""
+    text = (LAB / "families" / "nano-g.log").read_text()
+    seqs, blocks = map(int, re.search(r"max_num_seqs \((\d+)\) exceeds available Mamba cache blocks \((\d+)\)",
+                                      text).groups())
+    cmp = _compare("families/nano-g.log", "nemotron-3-nano-30b-a3b")
+    chk = next(c for c in cmp.prediction.checks if c.check == "mamba_cache_blocks")
+    assert not chk.passes and chk.value == seqs == 1024 and abs(chk.limit - blocks) <= 20
+
+
+def test_mla_plans_one_latent_per_token_on_every_rank():
+    cfg = json.loads((MODELS / "deepseek-v3" / "config.json").read_text())
+    a = arch_from_config(cfg, "ds")
+    assert a.uses_mla and len(a.layers) == 61
+    out = {}
+    for kv, tp in (("auto", 1), ("auto", 8), ("fp8", 1)):
+        r = runner.invoke(app, ["predict", "-m", str(MODELS / "deepseek-v3"), "--gpu", "h200", "--kv-cache-dtype", kv,
+                                "-tp", str(tp), "--json", "--max-model-len", "4096"])
+        out[(kv, tp)] = json.loads(r.output)
+    # (512 + 64) x 2 bytes a token and layer in bf16, on every rank whatever the TP; FLASH_ATTN_MLA's 16-token block
+    assert out[("auto", 1)]["bytes_per_block"] == out[("auto", 8)]["bytes_per_block"] == 61 * 16 * 1152
+    # fp8: FLASHMLA, 64-token blocks of 576 bytes a token
+    assert out[("fp8", 1)]["block_size"] == 64 and out[("fp8", 1)]["bytes_per_block"] == 61 * 64 * 576
+
+
+def test_the_lab_configs_are_what_the_plan_wrote():
+    sys.path.insert(0, str(ROOT / "benchmarks" / "lab"))
+    import run
+
+    plan = json.loads((ROOT / "benchmarks" / "lab" / "plans" / "h100-0.26.0-defaults-families.json").read_text())
+    for dest, m in plan["models"].items():
+        if "fixture" in m:
+            folder = MODELS / f"lab-{Path(dest).name}"
+            assert json.loads((folder / "config.json").read_text()) == run._model_config(m), dest
+
+
+UNKNOWN = [  # architectures and layer patterns no family claims: each refused in one line naming what is missing
+    ({"architectures": ["MambaForCausalLM"], "model_type": "mamba"}, "MambaForCausalLM"),
+    ({"architectures": ["Mamba2ForCausalLM"], "model_type": "mamba2"}, "Mamba2ForCausalLM"),
+    ({"architectures": ["JambaForCausalLM"], "model_type": "jamba"}, "JambaForCausalLM"),
+    ({"architectures": ["FalconH1ForCausalLM"], "model_type": "falcon_h1"}, "FalconH1ForCausalLM"),
+    ({"architectures": ["GraniteMoeHybridForCausalLM"], "model_type": "granitemoehybrid"}, "GraniteMoeHybrid"),
+    ({"architectures": ["MiMoV2FlashForCausalLM"], "model_type": "mimo_v2_flash"}, "MiMoV2FlashForCausalLM"),
+    ({"architectures": ["Qwen3VLForConditionalGeneration"], "model_type": "qwen3_vl"}, "Qwen3VLForConditional"),
+    ({"architectures": ["BertModel"], "model_type": "bert"}, "BertModel"),
+    ({"architectures": ["DeepseekV32ForCausalLM"], "model_type": "deepseek_v32", "kv_lora_rank": 512,
+      "index_topk": 2048}, "lightning indexer"),
+    ({"architectures": ["NemotronHForCausalLM"], "model_type": "nemotron_h", "hybrid_override_pattern": "M*X-"},
+     "hybrid_override_pattern"),
+    ({"architectures": ["NemotronHForCausalLM"], "model_type": "nemotron_h", "hybrid_override_pattern": "M*-E",
+      "moe_latent_size": 1024, "n_routed_experts": 8}, "latent MoE"),
+    ({"architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", "use_bidirectional_attention": True},
+     "bidirectional"),
+]
+BASE = {"num_hidden_layers": 4, "hidden_size": 1024, "num_attention_heads": 8, "num_key_value_heads": 2,
+        "intermediate_size": 2048, "vocab_size": 32000, "max_position_embeddings": 8192, "torch_dtype": "bfloat16",
+        "mamba_num_heads": 16, "mamba_head_dim": 64, "n_groups": 1, "ssm_state_size": 64, "conv_kernel": 4}
+
+
+@pytest.mark.parametrize("cfg,said", UNKNOWN, ids=[x[1] for x in UNKNOWN])
+def test_an_unknown_architecture_or_pattern_is_refused_in_one_line(tmp_path, cfg, said):
+    with pytest.raises(UserError, match=re.escape(said)):
+        arch_from_config({**BASE, **cfg}, "m")
+    (tmp_path / "config.json").write_text(json.dumps({**BASE, **cfg}))
+    r = runner.invoke(app, ["predict", "-m", str(tmp_path), "--gpu", "h100"])
+    lines = [x for x in r.output.splitlines() if x.strip()]
+    assert r.exit_code == 2 and len(lines) == 1 and said in lines[0], r.output
+    assert len(UNKNOWN) >= 10
+
+
+def test_models_lists_the_families_with_their_evidence():
+    r = runner.invoke(app, ["models", "--families", "--json"])
+    fams = json.loads(r.output)["families"]
+    names = [f["name"] for f in fams]
+    assert any("MLA" in n for n in names) and any("Mamba2" in n for n in names) and any("gpt-oss" in n for n in names)
+    assert all(f["evidence"] and f["architectures"] for f in fams)

@@ -1,0 +1,49 @@
+"""Llama 4 (Llama4ForCausalLM, and the text model of Llama4ForConditionalGeneration): chunked local attention on the
+RoPE layers and full attention on the NoPE ones (`no_rope_layers`, default every fourth layer NoPE), a mixture of
+experts every `interleave_moe_layer_step` layers (a router, one shared expert, the routed experts) and a dense MLP
+of intermediate_size_mlp elsewhere (vLLM 0.26 llama4.py). Its rope cache spans max_position_embeddings rows (10.5 M
+for Scout: 2.5 GiB in bf16). No FULL CUDA graphs with chunked layers. The vision tower is not modelled."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..layers.attention import FullAttention
+from ..layers.base import DecoderLayer
+from ..layers.chunked import ChunkedAttention
+from ..layers.ffn import DenseMLP, MoE
+from ..model.arch import ModelArch, MoEConfig
+from . import Family
+from .common import base
+
+
+def read(cfg: dict[str, Any], name: str) -> ModelArch:
+    b = base(cfg, name)
+    t = b.text
+    n = b.layers
+    nope = t.get("no_rope_layers") or [int((i + 1) % 4 != 0) for i in range(n)]
+    chunk = b.count("attention_chunk_size", default=8192)
+    shape = dict(hidden=b.hidden, num_heads=b.heads, num_kv_heads=b.kv_heads, head_dim=b.head_dim,
+                 qkv_bias=bool(t.get("attention_bias")))
+    step = b.count("interleave_moe_layer_step", default=1, minimum=0)
+    experts, top_k = b.count("num_local_experts"), b.count("num_experts_per_tok", default=1)
+    inter = b.count("intermediate_size")
+    moe = MoE(b.hidden, experts, top_k, inter, inter, shared_gate=False)
+    dense = DenseMLP(b.hidden, b.count("intermediate_size_mlp", default=inter))
+    sparse = tuple(i for i in range(n) if step and (i + 1) % step == 0)
+    layers = tuple(DecoderLayer(ChunkedAttention(**shape, chunk=chunk) if nope[i] else FullAttention(**shape),
+                                moe if i in sparse else dense) for i in range(n))
+    return ModelArch(**b.common(), intermediate_size=dense.intermediate,
+                     layer_types=tuple(layer.kind.value for layer in layers),
+                     moe=MoEConfig(experts, top_k, inter, inter, sparse), rotary_dims=(b.head_dim,), layers=layers,
+                     tower_unmodelled="Llama 4's vision tower" if "vision_config" in cfg else "")
+
+
+FAMILY = Family(
+    name="Llama 4 (chunked local attention, interleaved MoE)",
+    architectures=("Llama4ForCausalLM", "Llama4ForConditionalGeneration"),
+    model_types=("llama4", "llama4_text"),
+    read=read,
+    evidence="vLLM 0.26.0 source (llama4.py, chunked_local_attention.py, kv_cache_interface.py); a lab startup on "
+             "vLLM 0.26.0 (H100: Scout's text model cut to 4 layers)",
+)
