@@ -51,8 +51,8 @@ COMPLETE = {k: s for k, s in SOURCES.items() if s.get("complete")}
 def test_complete_logs_state_what_a_prediction_needs_and_where_they_come_from():
     """issue 22: a complete log states its vLLM version, its flags, the weights and the KV memory (or vLLM's refusal
     with its estimate) itself; it is kept verbatim from a repository snapshot named by its commit, with the evidence
-    for its GPU. The corpus as it stands: 46 complete logs (42 distinct configurations: 'repeat_of' marks another boot
-    of one already counted), 12 named GPU kinds (4 consumer or workstation, 5 non-Hopper datacenter, the GB10)."""
+    for its GPU. The corpus as it stands: 50 complete logs (45 distinct configurations: 'repeat_of' marks another boot
+    of one already counted), 14 named GPU kinds (6 consumer or workstation, 5 non-Hopper datacenter, the GB10)."""
     from vrambudget.hardware.catalog import catalog
 
     for name, s in COMPLETE.items():
@@ -62,11 +62,11 @@ def test_complete_logs_state_what_a_prediction_needs_and_where_they_come_from():
         assert "/blob/" in s["source"] and len(s["source"].split("/blob/")[1].split("/")[0]) == 40, name
         assert s["gpu_evidence"] and s["kept"], name
     named = {s["gpu"] for s in COMPLETE.values() if s["gpu"]}
-    assert len(COMPLETE) == 46 and len(named) == 12
-    assert len([s for s in COMPLETE.values() if not s.get("repeat_of")]) == 42
+    assert len(COMPLETE) == 50 and len(named) == 14
+    assert len([s for s in COMPLETE.values() if not s.get("repeat_of")]) == 45
     for s in COMPLETE.values():
         assert not s.get("repeat_of") or (s["repeat_of"] in COMPLETE and not COMPLETE[s["repeat_of"]].get("repeat_of"))
-    assert {"rtx3090", "rtx4080", "rtx-a5000", "rtx6000-ada"} <= named and {"a100-40gb", "a100-80gb", "l4", "l40s", "t4"} <= named
+    assert {"rtx3090", "rtx4080", "rtx4090", "rtx-a5000", "rtx6000-ada", "rtx-pro-6000"} <= named and {"a100-40gb", "a100-80gb", "l4", "l40s", "t4"} <= named
     assert named <= set(catalog())  # every named card is in the catalog (the GB10's unified total: 121.69 GiB)
 
 
@@ -83,7 +83,7 @@ def test_complete_logs_kv_plans_reproduce_vllms_tokens():
         assert tokens_within_rounding(layout_for(d), f.available_kv_gib, f.max_model_len, f.kv_cache_tokens,
                                       d.rules), name
         checked += 1
-    assert checked == 37
+    assert checked == 41
 
 
 @pytest.mark.parametrize("name,tokens,concurrency", [

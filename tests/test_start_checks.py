@@ -124,3 +124,31 @@ def test_table_plan_and_serve_cmd_lower_the_default_and_say_so():
     p = json.loads(run("plan", "--gpu", "4060ti", "--target-context", "32k", "--json").output)
     chosen = next(o for o in p["options"] if o["label"] == p["chosen"])
     assert chosen["max_num_seqs"] is not None and str(chosen["max_num_seqs"]) in p["command"]["argv"]
+
+
+def test_public_vllm_0_29_refusal_on_an_rtx_pro_6000_and_the_start_beside_it():
+    """Two boots of Qwen3.8-27B on one RTX PRO 6000 with vLLM 0.29.0 (at0rp1d0i-cell/peephole, public logs):
+    vLLM's default 1024 seqs refused with 635 blocks, 256 seqs started with 652. predict, from each log's own flags,
+    refuses the first with vLLM's message, a limit within 5 blocks and a fix that starts there (at most 635), and
+    plans the second's 652 blocks exactly."""
+    from vrambudget import coefficients
+    from vrambudget.explain import deployment_from_log
+    from vrambudget.hardware import catalog as gpus
+    from vrambudget.logparse import parse_log
+    from vrambudget.predict import predict
+
+    public = Path(__file__).parent / "fixtures" / "public-logs"
+    refused = parse_log((public / "c-rtxpro6000-qwen3.8-27b-seqs1024-v0.29.0.log").read_text())
+    started = parse_log((public / "c-rtxpro6000-qwen3.8-27b-v0.29.0.log").read_text())
+    assert refused.outcome == "mamba_blocks" and refused.mamba_blocks == 635 and started.outcome == "started"
+    card = gpus.lookup("rtx-pro-6000")  # 94.97 GiB, as the started boot's log states it
+    d = deployment_from_log(refused, model="qwen3.8-27b", gpu=card)
+    assert d.max_num_seqs == 1024 and d.runner == "v2" and d.with_vision
+    p = predict(d, coefficients.load(d.rules.version))
+    (chk,) = p.refusals
+    assert chk.value == 1024 and abs(chk.limit - 635) <= 5 and p.ceiling == 0
+    assert 600 <= chk.max_num_seqs_that_starts <= 635
+    d = deployment_from_log(started, model="qwen3.8-27b", gpu=card)
+    p = predict(d, coefficients.load(d.rules.version))
+    assert p.starts and p.plan.num_blocks == 652
+    assert abs(p.budget.available_kv_bytes / GiB - started.available_kv_gib) < 0.05

@@ -279,7 +279,10 @@ def forward_peak(f: Features, c: Coefficients) -> float:
     """profile_run's dummy forward pass above the base (bytes): the eager forward over max_num_batched_tokens,
     plus what a warm compiled graph adds (and, warm-jit, what compiling its Triton kernels again adds); a cold (or
     fresh) compile peaks at a copy of the vocab x hidden matrix instead, whichever is larger (vLLM 0.20.2: 2.07-2.08
-    GiB for Qwen3.5-9B at 2048 and at 8192 tokens)."""
+    GiB for Qwen3.5-9B at 2048 and at 8192 tokens). That copy is the token embedding's, inside the compiled graph:
+    with the vision tower vLLM embeds the tokens outside it (the runners' inputs_embeds, 0.20-0.33 source) and a
+    cold compile peaks as a warm one (vLLM 0.29.0, Qwen3.8-27B with its tower, cold: 1.89 GiB, the encoder's peak,
+    where the copy alone would be 2.34)."""
     forward = c["activation_per_token_width_bytes"] * f.tokens * f.mlp_width / f.tp
     if f.tp > 1 and f.eager:  # a tensor-parallel rank's eager forward holds more (measured on 0.26.0 only)
         forward += c.get("activation_tp_eager_extra_bytes", 0.0)
@@ -296,7 +299,7 @@ def forward_peak(f: Features, c: Coefficients) -> float:
                       + c.get("activation_mla_per_token_head_bytes", 0.0) * f.tokens * f.mla_heads)
     if f.eager:
         return forward
-    if f.compile_cache in ("cold", "fresh"):
+    if f.compile_cache in ("cold", "fresh") and not f.with_encoder:
         return max(forward, compile_peak(f, c))
     if f.runner == "v2":  # a warm compiled graph's forward peaks as the eager one (Model Runner V2, vLLM 0.26.0)
         return forward

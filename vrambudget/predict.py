@@ -251,7 +251,7 @@ def predict(d: Deployment, c: Coefficients, w: WeightBytes | None = None,
                        f"available: the ceiling at GMU {d.gmu:.2f} is {plan.ceiling:,}; {hint}, "
                        f"or pass --max-model-len {plan.ceiling} (or auto)")
     checks = [_with_fix(chk, d, c, w) for chk in start_checks(d, plan, graph_mode(d, b))]
-    reasons.extend(chk.text for chk in checks if not chk.passes)
+    reasons[:0] = [chk.text for chk in checks if not chk.passes]  # vLLM refuses these at any length: first
     autotune = d.enforce_eager and flashinfer_autotunes(d.gpu).value  # a full-size forward after the KV cache
     warm_up = eager_warmup_bytes(mlp_width(d.model.arch), d.max_num_batched_tokens, d.tp) if autotune else 0
     if avail > 0 and not reasons and b.runtime_margin_bytes < warm_up:
@@ -295,8 +295,8 @@ def _with_fix(chk: StartCheck, d: Deployment, c: Coefficients, w: WeightBytes) -
     if chk.passes or chk.check != "mamba_cache_blocks":
         return chk
     seqs = mamba_safe_max_num_seqs(d, c, w)
-    fix = (f"--max-num-seqs {seqs} (CUDA graphs: the most whose own budget leaves that many blocks at the low end of "
-           f"the measured spread) or --enforce-eager; a higher --gpu-memory-utilization adds blocks, a shorter "
+    fix = (f"--max-num-seqs {seqs} (the most whose own budget still leaves that many KV cache blocks with the "
+           f"activation peak at the top of its measured spread) or --enforce-eager; a higher --gpu-memory-utilization adds blocks, a shorter "
            "max_model_len does not" if seqs else
            "--enforce-eager (no max_num_seqs leaves enough blocks for CUDA graphs), or a higher "
            "--gpu-memory-utilization")

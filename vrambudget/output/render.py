@@ -261,7 +261,8 @@ def runtime_table(p: Prediction) -> str:
     rt = p.runtime
     if rt is None:
         return ""
-    rows = [[t.name, g(t.bytes), ("measured: " if t.measured else "") + _short(t.source)] for t in rt.terms]
+    rows = [[t.name, g(t.bytes), ("measured: " if t.measured else "") + _short(t.source)]
+            for t in [*rt.held, *rt.terms]]
     rows += [["= needed outside the budget", g(rt.need_bytes), f"a {rt.prompt_tokens:,}-token prompt"],
              ["left outside the budget", g(rt.margin_bytes), "free at start - budget"]]
     return tabulate(rows, headers=["after startup", "GiB", "from"], tablefmt="simple", disable_numparse=True)
@@ -270,7 +271,7 @@ def runtime_table(p: Prediction) -> str:
 def prediction_text(p: Prediction, a: Answer | None = None) -> str:
     parts = (answer_lines(a) + [""]) if a else []
     parts += [header(p), "", budget_table(p), "", plan_table(p), ""]
-    rt = runtime_table(p)
+    rt = "" if p.refusals else runtime_table(p)  # nothing to serve where vLLM refuses to start
     if rt:
         parts += [rt, ""]
     if p.starts:
