@@ -88,6 +88,24 @@ def test_the_mamba2_hybrid_refusal_is_predicted():
     assert not chk.passes and chk.value == seqs == 1024 and abs(chk.limit - blocks) <= 20
 
 
+def test_block_tables_that_do_not_fit_beside_the_kv_cache_are_a_no():
+    """Llama 4 Scout (cut to 4 layers) at vLLM's default max_model_len, 10,485,760 tokens: its 4 KV groups' block
+    tables (1024 seqs x 655,360 blocks of 16 tokens x 4 B each, 10 GiB) are allocated after the profile, and vLLM
+    ran out of memory allocating the KV cache (46.55 GiB asked, 44.99 free). predict says it does not start, short
+    by about what vLLM lacked, and names the longest max_model_len whose tables fit."""
+    text = (LAB / "families" / "llama4-e.log").read_text()
+    asked, free = map(float, re.search(r"Tried to allocate ([0-9.]+) GiB\. GPU 0 has a total capacity of "
+                                       r"[0-9.]+ GiB of which ([0-9.]+) GiB is free", text).groups())
+    cmp = _compare("families/llama4-e.log", "lab-llama-4-scout-4l")
+    assert cmp.facts.outcome == "oom_kv_allocation"
+    p = cmp.prediction
+    assert not p.starts and any("block tables" in r for r in p.reasons)
+    said = next(r for r in p.reasons if "block tables" in r)
+    take, room = map(float, re.search(r"take ([0-9.]+) GiB beside the KV cache, where ([0-9.]+) GiB", said).groups())
+    assert take == 10.00 and abs((take - room) - (asked - free)) <= 0.15
+    assert 0 < p.ceiling < p.deployment.max_model_len and f"--max-model-len {p.ceiling}" in said
+
+
 def test_mla_plans_one_latent_per_token_on_every_rank():
     cfg = json.loads((MODELS / "deepseek-v3" / "config.json").read_text())
     a = arch_from_config(cfg, "ds")

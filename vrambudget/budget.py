@@ -161,6 +161,7 @@ class Features:
     moe_workspace_bytes: int = -1
     mxfp4_moe_layers: int = 0  # layers whose experts are MXFP4 (their load keeps a measured extra)
     mla_heads: int = 0  # query heads per rank of an MLA model (its prefill's per-head K and V), 0 without MLA
+    sampler_fp32_pass: bool = False  # V2's dummy sampler also runs real sampling parameters (vLLM 0.33)
 
 
 def backend_for(d: Deployment) -> Backend:
@@ -212,6 +213,7 @@ def features(d: Deployment, w: WeightBytes | None = None) -> Features:
             d.runner == "v1" or d.rules.v2_graph_estimate_in_budget),
         backend_bytes=backend_for(d).profiled_bytes, moe=a.moe is not None, weights_include_buffers=True,
         runner=d.runner, graph_sizes=sizes, layers=a.num_layers, logits_bytes=dtype_bytes(a.dtype),
+        sampler_fp32_pass=d.rules.v2_sampler_fp32_pass,
         moe_workspace_bytes=moe_workspace_bytes(a, d.max_num_batched_tokens, d.tp, dtype_bytes(a.dtype))
         if d.rules.moe_workspace_kept else 0, mxfp4_moe_layers=mxfp4_moe_layers(a), mla_heads=a.num_attention_heads // d.tp if a.uses_mla else 0)
 
@@ -327,10 +329,12 @@ def v2_sampler_peak(f: Features, c: Coefficients) -> float:
     """Model Runner V2's dummy sampler run (v1/worker/gpu/model_runner.py _dummy_sampler_run, 0.22-0.32): one row per
     dummy request, min(max_num_seqs, max_num_batched_tokens) rows, default sampling state, so no fp32 copy and no
     sort: the logits in the model dtype and the Gumbel scratch (rows x ceil(vocab / 1024) x 12 B), by a measured
-    factor per logit byte; the dummy forward's hidden states stay alive meanwhile, as with V1."""
+    factor per logit byte; the dummy forward's hidden states stay alive meanwhile, as with V1. vLLM 0.33 runs a
+    second pass with real sampling parameters (SamplingParams.for_sampler_warmup), which copies the logits to fp32
+    (sample/sampler.py): 4 B more a logit beside them (from source; not measured)."""
     rows = min(f.seqs, f.tokens)
     held = c.get("sampler_holds_hidden_states", 0.0) * f.tokens * f.hidden * 2
-    logits = rows * f.vocab * f.logits_bytes + rows * -(-f.vocab // 1024) * 12
+    logits = rows * f.vocab * (f.logits_bytes + (4 if f.sampler_fp32_pass else 0)) + rows * -(-f.vocab // 1024) * 12
     return c.get("v2_sampler_factor", 1.0) * logits + held
 
 

@@ -56,6 +56,7 @@ def literal_args(text: str) -> dict[str, Any]:
     return {}
 
 
+TRIED = re.compile(r"Tried to allocate ([0-9.]+) GiB")  # a CUDA OOM's request
 PATTERNS: dict[str, re.Pattern[str]] = {
     "vllm_version": re.compile(r"Initializing a V1 LLM engine \(v([0-9][^)]*)\)"),
     "version_line": re.compile(r"vLLM API server version ([0-9][\w.+-]*)"),
@@ -282,6 +283,10 @@ def parse_log(text: str) -> LogFacts:
             f.compile = "warm"
         if OOM.search(line) and oom_at is None:
             oom_at = milestones[-1] if milestones else "start"
+            tried = TRIED.search(line)
+            if (oom_at == "kv_allocated" and tried and f.available_kv_gib is not None
+                    and abs(float(tried.group(1)) - f.available_kv_gib) <= 0.01):
+                oom_at = "profiled"  # vLLM logs the KV plan before it allocates it: this OOM is that allocation
             f.error = line.strip()[-300:]
         if CRASH.search(line) and crash_line is None and " WARNING " not in line:
             crash_line = line.strip()[-300:]

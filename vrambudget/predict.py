@@ -16,8 +16,9 @@ from .start_checks import StartCheck, start_checks
 from .coefficients import Coefficients
 from .deployment import Deployment
 from .model.arch import SLIDING
-from .kv.planner import DraftLayers, KVLayout, KVPlan, build_layout, ceiling_for, kv_needed_bytes, plan_startup
-from .units import GiB
+from .kv.planner import (DraftLayers, KVLayout, KVPlan, block_table_bytes, block_table_ceiling, build_layout, ceiling_for,
+                        kv_needed_bytes, plan_startup)
+from .units import GiB, cdiv
 from .model.weights import WeightBytes
 
 
@@ -69,6 +70,7 @@ class Prediction:
     estimated: list[str] = field(default_factory=list)  # terms not measured on this GPU / version
     coefficients: Coefficients | None = field(default=None, repr=False)  # what the verdicts' spreads come from
     checks: list[StartCheck] = field(default_factory=list)  # vLLM's start checks that apply, passing or not
+    table_ceiling: int | None = None  # the longest max_model_len whose block tables fit outside the budget
 
     @property
     def refusals(self) -> list[StartCheck]:
@@ -109,7 +111,8 @@ class Prediction:
         check refuses these flags at any length."""
         if self.refusals:
             return 0
-        return min(self.plan.ceiling, self.deployment.model.arch.max_position_embeddings)
+        return min(self.plan.ceiling, self.deployment.model.arch.max_position_embeddings,
+                   self.table_ceiling if self.table_ceiling is not None else self.plan.ceiling)
 
     @property
     def max_model_len(self) -> int:
@@ -250,6 +253,19 @@ def predict(d: Deployment, c: Coefficients, w: WeightBytes | None = None,
         reasons.append(f"{what} {d.max_model_len:,} needs {_gib(need)} of KV cache, {_gib(avail)} is "
                        f"available: the ceiling at GMU {d.gmu:.2f} is {plan.ceiling:,}; {hint}, "
                        f"or pass --max-model-len {plan.ceiling} (or auto)")
+    # the block tables are allocated after the profile, beside the KV cache: outside the budget, with the profiled
+    # peak released (vLLM 0.26.0, lab families/llama4-e: 4 groups x 1024 seqs x 655,360 blocks, 10 GiB, OOMed there)
+    kept = max(features(d, w).moe_workspace_bytes, 0) + int(c.get("kv_allocation_held_bytes", 0.0))
+    room = b.free_at_start_bytes - b.requested_bytes + b.activation_bytes - kept
+    table_ceiling = block_table_ceiling(layout, d.max_num_seqs, room)
+    length = plan.max_model_len if not d.auto_fit else min(plan.ceiling, plan.max_model_len)
+    tables = block_table_bytes(layout, d.max_num_seqs, max(1, length))
+    if avail > 0 and length > table_ceiling:
+        reasons.append(f"vLLM's block tables ({layout.num_groups} KV group(s) x {d.max_num_seqs} seqs x "
+                       f"{cdiv(length, layout.block_size):,} blocks a request of {length:,} tokens, int32) take "
+                       f"{_gib(tables)} beside the KV cache, where {_gib(max(0, room))} is free (outside the budget "
+                       f"and the profile peak released, less what the runner keeps): allocating the KV cache runs out of memory; pass "
+                       f"--max-model-len {table_ceiling} or fewer --max-num-seqs")
     checks = [_with_fix(chk, d, c, w) for chk in start_checks(d, plan, graph_mode(d, b))]
     reasons[:0] = [chk.text for chk in checks if not chk.passes]  # vLLM refuses these at any length: first
     autotune = d.enforce_eager and flashinfer_autotunes(d.gpu).value  # a full-size forward after the KV cache
@@ -287,7 +303,8 @@ def predict(d: Deployment, c: Coefficients, w: WeightBytes | None = None,
     if plan.ceiling and 0 <= plan.ceiling - plan.max_model_len < layout.block_size and not d.auto_fit and not reasons:
         warnings.append(f"max_model_len is within one block ({layout.block_size} tokens) of the ceiling")
     return Prediction(d, b, plan, starts=not reasons, reasons=reasons, warnings=warnings, runtime=rt,
-                      max_serving_gmu=serve_gmu, estimated=estimated, coefficients=c, checks=checks)
+                      max_serving_gmu=serve_gmu, estimated=estimated, coefficients=c, checks=checks,
+                      table_ceiling=table_ceiling)
 
 
 def _with_fix(chk: StartCheck, d: Deployment, c: Coefficients, w: WeightBytes) -> StartCheck:

@@ -288,3 +288,29 @@ def tokens_within_rounding(layout: KVLayout, available_gib: float, max_model_len
     "GPU KV cache size" at the logged max_model_len (a log with an explicit length: no auto-fit to reproduce)."""
     return any(plan_kv(layout, n * layout.bytes_per_block, max_model_len, rules).kv_cache_tokens == kv_cache_tokens
                for n in rounding_band_blocks(layout, available_gib))
+
+
+def block_table_bytes(layout: KVLayout, max_num_seqs: int, max_model_len: int) -> int:
+    """The GPU block tables vLLM's model runner keeps once the KV cache is planned (v1/worker/block_table.py
+    MultiGroupBlockTable, 0.20-0.33): one int32 table per KV group of max_num_seqs rows x the blocks one request of
+    max_model_len may hold, rounded up to a multiple of 128 // block_size for blocks of up to 128 tokens. Allocated
+    after the profile, outside vLLM's budget: small for most models, GiB for a 10M-token context in 16-token blocks
+    (bytes)."""
+    blocks = cdiv(max_model_len, layout.block_size)
+    if layout.block_size <= 128:
+        step = 128 // layout.block_size
+        blocks = cdiv(blocks, step) * step
+    return layout.num_groups * max_num_seqs * blocks * 4
+
+
+def block_table_ceiling(layout: KVLayout, max_num_seqs: int, room_bytes: int) -> int:
+    """The longest max_model_len whose block tables fit in `room_bytes` (tokens, a whole number of blocks)."""
+    per_block = layout.num_groups * max_num_seqs * 4
+    if room_bytes < per_block:
+        return 0
+    blocks = room_bytes // per_block
+    if layout.block_size <= 128:
+        step = 128 // layout.block_size
+        blocks = blocks // step * step
+    return blocks * layout.block_size
+

@@ -117,7 +117,8 @@ def _fix(p: Prediction) -> str:
         from ..predict import layout_for, min_gmu_for_bytes
 
         g = min_gmu_for_bytes(d, p.budget.non_kv_bytes, kv_needed_bytes(layout_for(d), d.max_model_len, d.rules))
-        return (f"pass --max-model-len {p.ceiling} (or auto)"
+        auto = "" if p.ceiling < min(p.plan.ceiling, d.model.arch.max_position_embeddings) else " (or auto)"
+        return (f"pass --max-model-len {p.ceiling}{auto}"
                 + (f", or raise --gpu-memory-utilization to {g:.2f}" if g and g > d.gmu else ""))
     return p.reasons[0] if p.reasons else "see below"
 
