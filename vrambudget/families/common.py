@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import UserError
-from ..model.arch import _count, config_text
+from ..model.arch import _count, config_header, config_text
 from ..units import DTYPE_BYTES
 
 
@@ -43,11 +43,7 @@ class Base:
 
 def base(cfg: dict[str, Any], name: str, *, text_config: dict[str, Any] | None = None) -> Base:
     text = text_config if text_config is not None else config_text(cfg, name)
-    quant = cfg.get("quantization_config") or text.get("quantization_config")
-    if quant is not None and not isinstance(quant, dict):
-        raise UserError(f"config.json of {name}: quantization_config is {quant!r}, not an object; the file is damaged")
-    model_type = str(cfg.get("model_type") or text.get("model_type") or "")
-    arch = (cfg.get("architectures") or text.get("architectures") or [model_type or "unknown"])[0]
+    quant, model_type, arch = config_header(cfg, name, text)
     heads = _count(text, "num_attention_heads", name)
     hidden = _count(text, "hidden_size", name)
     kv = _count(text, "num_key_value_heads", name, default=heads)

@@ -237,15 +237,20 @@ def config_text(cfg: Any, name: str) -> dict[str, Any]:
     return dict(nested or cfg)
 
 
-def read_decoder(cfg: dict[str, Any], name: str = "model") -> ModelArch:
-    """The decoder of a family whose layers are full / sliding-window GQA attention or GatedDeltaNet, with a dense
-    MLP or a mixture of experts (families/gqa.py, qwen_hybrid.py, gemma4.py use it)."""
-    text = config_text(cfg, name)
+def config_header(cfg: dict[str, Any], name: str, text: dict[str, Any]) -> tuple[dict[str, Any] | None, str, str]:
+    """A config's quantization_config (checked to be an object), model_type and architectures[0]."""
     quant = cfg.get("quantization_config") or text.get("quantization_config")
     if quant is not None and not isinstance(quant, dict):
         raise UserError(f"config.json of {name}: quantization_config is {quant!r}, not an object; the file is damaged")
     model_type = str(cfg.get("model_type") or text.get("model_type") or "")
-    arch_name = (cfg.get("architectures") or text.get("architectures") or [model_type or "unknown"])[0]
+    return quant, model_type, (cfg.get("architectures") or text.get("architectures") or [model_type or "unknown"])[0]
+
+
+def read_decoder(cfg: dict[str, Any], name: str = "model") -> ModelArch:
+    """The decoder of a family whose layers are full / sliding-window GQA attention or GatedDeltaNet, with a dense
+    MLP or a mixture of experts (families/gqa.py, qwen_hybrid.py, gemma4.py use it)."""
+    text = config_text(cfg, name)
+    quant, model_type, arch_name = config_header(cfg, name, text)
     n_layers = _count(text, "num_hidden_layers", name)
     hidden = _count(text, "hidden_size", name)
     n_heads = _count(text, "num_attention_heads", name)
