@@ -45,5 +45,6 @@ FAMILY = Family(
     model_types=("llama4", "llama4_text"),
     read=read,
     evidence="vLLM 0.26.0 source (llama4.py, chunked_local_attention.py, kv_cache_interface.py); a lab startup on "
-             "vLLM 0.26.0 (H100: Scout's text model cut to 4 layers)",
+             "vLLM 0.26.0 (H100: Scout's text model cut to 4 layers; at its 10M-token default max_model_len the block "
+             "tables, 10 GiB, left too little to allocate the KV cache, which predict plans)",
 )
