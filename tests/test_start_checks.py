@@ -152,3 +152,21 @@ def test_public_vllm_0_29_refusal_on_an_rtx_pro_6000_and_the_start_beside_it():
     p = predict(d, coefficients.load(d.rules.version))
     assert p.starts and p.plan.num_blocks == 652
     assert abs(p.budget.available_kv_bytes / GiB - started.available_kv_gib) < 0.05
+
+
+@pytest.mark.parametrize("log", sorted(str(p.relative_to(LAB.parent)) for p in [*LAB.glob("*.log"),
+                                                                              *(LAB.parent / "families").glob("*.log")]))
+def test_every_default_flag_startup_gets_the_right_start_verdict(log):
+    """The 23 startups of the defaults / families session (vLLM 0.26.0, H100, vLLM's own batch defaults): predict,
+    from each log's flags, says it starts exactly where vLLM started, and NO where vLLM refused (the Mamba-block
+    check) or ran out of memory allocating the KV cache (Llama 4's block tables)."""
+    import sys
+
+    from vrambudget.explain import compare_file
+
+    sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
+    import accuracy
+
+    path = LAB.parent / log
+    cmp = compare_file(path, model=accuracy.lab_model(path))
+    assert cmp.prediction.starts == (cmp.facts.outcome == "started"), (log, cmp.facts.outcome, cmp.prediction.reasons)
