@@ -21,6 +21,7 @@ from .coefficients import Coefficients
 from .deployment import Deployment, kv_backend_class
 from .hardware.facts import Backend, Fact, attention_backend, backend_named, cuda_context, int4_load, mla_backend
 from .units import dtype_bytes
+from .vllm_rules import cudagraph_mode
 from .model.weights import WeightBytes, replicated_on_ranks, weights_from_config
 
 
@@ -190,10 +191,11 @@ def drafter_weight_bytes(d: Deployment) -> int:
 def features(d: Deployment, w: WeightBytes | None = None) -> Features:
     a = d.model.arch
     w = w or weight_bytes(d)
+    backend = backend_for(d)
     graphs, sizes = 0, (0, 0, 0, 0)
     if not d.enforce_eager:
         pw, full = cudagraph_sizes(d.max_num_seqs, d.spec_tokens, d.max_num_batched_tokens)
-        if "FULL" not in graph_mode_of(d):
+        if "FULL" not in graph_mode(d, backend):
             full = []
         graphs = len(pw) + len(full)
         sizes = (len(pw), max(pw), len(full), max(full, default=0))
@@ -211,11 +213,18 @@ def features(d: Deployment, w: WeightBytes | None = None) -> Features:
         speculative=d.spec_tokens > 0, sampler_sort=d.rules.sampler == "sort", architecture=d.gpu.architecture or "",
         cudagraph_in_budget=d.rules.cudagraph_estimate_in_budget and (
             d.runner == "v1" or d.rules.v2_graph_estimate_in_budget),
-        backend_bytes=backend_for(d).profiled_bytes, moe=a.moe is not None, weights_include_buffers=True,
+        backend_bytes=backend.profiled_bytes, moe=a.moe is not None, weights_include_buffers=True,
         runner=d.runner, graph_sizes=sizes, layers=a.num_layers, logits_bytes=dtype_bytes(a.dtype),
         sampler_fp32_pass=d.rules.v2_sampler_fp32_pass,
-        moe_workspace_bytes=moe_workspace_bytes(a, d.max_num_batched_tokens, d.tp, dtype_bytes(a.dtype))
-        if d.rules.moe_workspace_kept else 0, mxfp4_moe_layers=mxfp4_moe_layers(a), mla_heads=a.num_attention_heads // d.tp if a.uses_mla else 0)
+        moe_workspace_bytes=kept_moe_workspace_bytes(d), mxfp4_moe_layers=mxfp4_moe_layers(a),
+        mla_heads=a.num_attention_heads // d.tp if a.uses_mla else 0)
+
+
+def kept_moe_workspace_bytes(d: Deployment) -> int:
+    """The fused-MoE scratch this deployment's vLLM keeps allocated from the dummy forward on (bytes per rank; 0
+    where the version frees it or the model has no MoE)."""
+    a = d.model.arch
+    return moe_workspace_bytes(a, d.max_num_batched_tokens, d.tp, dtype_bytes(a.dtype)) if d.rules.moe_workspace_kept else 0
 
 
 def mxfp4_moe_layers(a: ModelArch) -> int:
@@ -246,11 +255,9 @@ def moe_workspace_bytes(a: ModelArch, tokens: int, tp: int, act_bytes: int) -> i
     return act_bytes * (max(rows * max(n_act, k), tokens * k) + rows * max(n, k))
 
 
-def graph_mode_of(d: Deployment) -> str:
-    """vLLM's resolved cudagraph_mode (NONE, PIECEWISE or FULL_AND_PIECEWISE) from the backend this deployment runs."""
-    from .vllm_rules import cudagraph_mode
-
-    return cudagraph_mode(d.enforce_eager, d.spec_tokens, backend_for(d).cudagraph_support)
+def graph_mode(d: Deployment, backend: Backend) -> str:
+    """vLLM's resolved cudagraph_mode (NONE, PIECEWISE or FULL_AND_PIECEWISE) for this deployment on `backend`."""
+    return cudagraph_mode(d.enforce_eager, d.spec_tokens, backend.cudagraph_support)
 
 
 # Qwen3.5 / Qwen3.6 image processor default (public preprocessor_config.json): longest edge 16,777,216 pixels,

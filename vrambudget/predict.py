@@ -12,7 +12,7 @@ from .budget import Budget, budget, features, mlp_width, weight_bytes
 from .hardware.facts import flashinfer_autotunes, gdn_prefill_path, unified_memory_band
 from .runtime import RuntimeNeed, Verdict, eager_warmup_bytes, max_serving_gmu
 from .serving import budget_error, graph_mode, host_share_term, runtime_for, start_verdict
-from .start_checks import StartCheck, start_checks
+from .start_checks import StartCheck, mamba_check_applies, start_checks
 from .coefficients import Coefficients
 from .deployment import Deployment
 from .model.arch import SLIDING
@@ -34,6 +34,11 @@ def layout_for(d: Deployment) -> KVLayout:
         block_multiple=d.rules.align_block_multiple_hopper if hopper_align else d.rules.hybrid_block_multiple,
         max_num_batched_tokens=d.max_num_batched_tokens, in_flight_batches=d.rules.sliding_in_flight_batches,
         kv_scale_bytes=d.kv_scale_bytes, drafter=draft_layers(d), mla_block_size=mla_block_size(d))
+
+
+def started_length(plan: KVPlan, d: Deployment) -> int:
+    """The max_model_len vLLM starts with: the one asked for, or with auto-fit the ceiling below it (tokens)."""
+    return plan.max_model_len if not d.auto_fit else min(plan.ceiling, plan.max_model_len)
 
 
 def mla_block_size(d: Deployment) -> int:
@@ -84,7 +89,7 @@ class Prediction:
         b, layout, d, c = self.budget, self.plan.layout, self.deployment, self.coefficients
         if b.available_kv_bytes <= 0 or c is None or self.runtime is None:
             return {}
-        length = self.plan.max_model_len if not d.auto_fit else min(self.plan.ceiling, self.plan.max_model_len)
+        length = started_length(self.plan, d)
         need_kv = kv_needed_bytes(layout, max(1, length), d.rules)
         if any(c.check == "mamba_cache_blocks" for c in self.checks):  # max_num_seqs blocks, whatever the length
             need_kv = max(need_kv, d.max_num_seqs * layout.bytes_per_block)
@@ -255,10 +260,10 @@ def predict(d: Deployment, c: Coefficients, w: WeightBytes | None = None,
                        f"or pass --max-model-len {plan.ceiling} (or auto)")
     # the block tables are allocated after the profile, beside the KV cache: outside the budget, with the profiled
     # peak released (vLLM 0.26.0, lab families/llama4-e: 4 groups x 1024 seqs x 655,360 blocks, 10 GiB, OOMed there)
-    kept = max(features(d, w).moe_workspace_bytes, 0) + int(c.get("kv_allocation_held_bytes", 0.0))
+    kept = max(f.moe_workspace_bytes, 0) + int(c.get("kv_allocation_held_bytes", 0.0))
     room = b.free_at_start_bytes - b.requested_bytes + b.activation_bytes - kept
     table_ceiling = block_table_ceiling(layout, d.max_num_seqs, room)
-    length = plan.max_model_len if not d.auto_fit else min(plan.ceiling, plan.max_model_len)
+    length = started_length(plan, d)
     tables = block_table_bytes(layout, d.max_num_seqs, max(1, length))
     if avail > 0 and length > table_ceiling:
         reasons.append(f"vLLM's block tables ({layout.num_groups} KV group(s) x {d.max_num_seqs} seqs x "
@@ -343,6 +348,13 @@ def mamba_safe_max_num_seqs(d: Deployment, c: Coefficients, w: WeightBytes | Non
     return lo
 
 
+def seqs_that_start(predictions: list[Prediction]) -> int | None:
+    """The max_num_seqs that passes vLLM's Mamba-block check on each of these boots of one deployment (the fix its
+    refusals name, the smallest); None where none refuses or one has no max_num_seqs that starts."""
+    seqs = [chk.max_num_seqs_that_starts for p in predictions for chk in p.refusals if chk.check == "mamba_cache_blocks"]
+    return min(seqs) if seqs and all(seqs) else None
+
+
 def fit_max_num_seqs(d: Deployment, c: Coefficients, w: WeightBytes | None = None) -> Deployment:
     """Where the user left max_num_seqs to vLLM and vLLM's Mamba-block check would refuse its default with CUDA
     graphs, the deployment with the largest max_num_seqs that starts (mamba_safe_max_num_seqs), said in its
@@ -350,11 +362,11 @@ def fit_max_num_seqs(d: Deployment, c: Coefficients, w: WeightBytes | None = Non
     if d.max_num_seqs_given or d.enforce_eager:
         return d
     p = predict(d, c, w)
-    chk = next((x for x in p.refusals if x.check == "mamba_cache_blocks"), None)
-    if chk is None or not chk.max_num_seqs_that_starts:
+    seqs = seqs_that_start([p])
+    if seqs is None:
         return d
-    seqs = chk.max_num_seqs_that_starts
-    note = (f"max_num_seqs {seqs} (chosen: vLLM's default {d.max_num_seqs} exceeds the {chk.limit} Mamba cache blocks "
+    limit = next(x.limit for x in p.refusals if x.check == "mamba_cache_blocks")
+    note = (f"max_num_seqs {seqs} (chosen: vLLM's default {d.max_num_seqs} exceeds the {limit} Mamba cache blocks "
             "its CUDA graphs need)")
     defaults = tuple(note if x.startswith("max_num_seqs ") else x for x in d.defaults)
     return d.with_(max_num_seqs=seqs, defaults=defaults)
@@ -398,7 +410,7 @@ def min_gmu_for_context(d: Deployment, c: Coefficients, tokens: int, w: WeightBy
     b = budget(d, c, w)
     layout = layout_for(d)
     need = kv_needed_bytes(layout, tokens, d.rules)
-    if mamba_check_applies(d, b, layout):  # a given max_num_seqs needs that many blocks (a default one is lowered)
+    if mamba_check_applies(d, layout.hybrid, graph_mode(d, b)):  # a given max_num_seqs needs that many blocks (a default one is lowered)
         need = max(need, (d.max_num_seqs if d.max_num_seqs_given else 1) * layout.bytes_per_block)
     g = min_gmu_for_bytes(d, b.non_kv_bytes, need)
     if g is None:
@@ -406,11 +418,6 @@ def min_gmu_for_context(d: Deployment, c: Coefficients, tokens: int, w: WeightBy
     if g > max_gmu_for_free(d, b):
         return None
     return g
-
-
-def mamba_check_applies(d: Deployment, b: Budget, layout: KVLayout) -> bool:
-    """Whether vLLM's Mamba-block check compares max_num_seqs with this deployment's KV cache blocks."""
-    return d.rules.mamba_block_check == "raise" and layout.hybrid and "FULL" in graph_mode(d, b)
 
 
 @dataclass(frozen=True)
@@ -505,11 +512,10 @@ def answer(d: Deployment, c: Coefficients, w: WeightBytes | None = None, prompt_
                    predict(d.with_(compile_cache=again), c, w, prompt_tokens),
                    predict(d.with_(compile_cache="warm" if again == "warm-jit" else "warm-jit"), c, w, prompt_tokens)
                    if other else None)
-    seqs = [chk.max_num_seqs_that_starts for p in (a.first_boot, a.restart) for chk in p.refusals
-            if chk.check == "mamba_cache_blocks"]
-    if fix and seqs and all(seqs):
-        note = f"max_num_seqs {min(seqs)} (the fix)"
-        fixed_d = d.with_(max_num_seqs=min(seqs), max_num_seqs_given=True,
+    seqs = seqs_that_start([a.first_boot, a.restart])
+    if fix and seqs is not None:
+        note = f"max_num_seqs {seqs} (the fix)"
+        fixed_d = d.with_(max_num_seqs=seqs, max_num_seqs_given=True,
                           defaults=tuple(x for x in d.defaults if not x.startswith("max_num_seqs ")) + (note,))
         a = replace(a, fixed=answer(fixed_d, c, w, prompt_tokens, other, fix=False))
     return a

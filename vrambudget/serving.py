@@ -8,18 +8,18 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .budget import Budget, Features, features, forward_peak, sampler_peak
+from .budget import graph_mode as budget_graph_mode
 from .coefficients import Coefficients
 from .deployment import Deployment
 from .hardware.facts import flashinfer_autotunes, gdn_prefill_path, unified_memory_band, unified_memory_host_share
 from .kv.planner import KVLayout
 from .runtime import Coef, RuntimeInputs, RuntimeNeed, Term, Verdict, runtime_need, verdict
 from .units import GiB
-from .vllm_rules import cudagraph_mode
 
 
 def graph_mode(d: Deployment, b: Budget) -> str:
     """vLLM's resolved cudagraph_mode for this deployment: NONE (eager), PIECEWISE or FULL_AND_PIECEWISE."""
-    return cudagraph_mode(d.enforce_eager, d.spec_tokens, b.backend.cudagraph_support)
+    return budget_graph_mode(d, b.backend)
 
 
 def attention_builders(d: Deployment, lay: KVLayout) -> int:

@@ -36,13 +36,19 @@ class StartCheck:
         return f"vLLM refuses: {self.vllm_message} Fix: {self.fix}"
 
 
+def mamba_check_applies(d: Deployment, hybrid: bool, graph_mode: str) -> bool:
+    """Whether vLLM's Mamba-block check compares max_num_seqs with the KV cache's blocks: a version that raises it,
+    a layout with Mamba-type state, FULL CUDA graphs."""
+    return d.rules.mamba_block_check == "raise" and hybrid and "FULL" in graph_mode
+
+
 def mamba_block_check(d: Deployment, plan: KVPlan, graph_mode: str) -> StartCheck | None:
     """vLLM 0.20+ (config/compilation.py resolve_cudagraph_mode_and_sizes, 0.20.2-0.33.0 word for word): with FULL
     CUDA graphs left after the backends' downgrades and any Mamba-type state layer (GatedDeltaNet, Mamba1/2, short
     conv, linear attention), max_num_seqs may not exceed the KV cache's blocks: each decode sequence in a graph
     holds one state block. The blocks are the shared pool (the null block included), so max_model_len does not
     change them; speculative tokens are not counted. None where the check does not apply."""
-    if d.rules.mamba_block_check != "raise" or not plan.layout.hybrid or "FULL" not in graph_mode:
+    if not mamba_check_applies(d, plan.layout.hybrid, graph_mode):
         return None
     blocks, seqs = plan.num_blocks, d.max_num_seqs
     message = (f"max_num_seqs ({seqs}) exceeds available Mamba cache blocks ({blocks}). Each decode sequence requires "

@@ -296,10 +296,8 @@ def block_table_bytes(layout: KVLayout, max_num_seqs: int, max_model_len: int) -
     max_model_len may hold, rounded up to a multiple of 128 // block_size for blocks of up to 128 tokens. Allocated
     after the profile, outside vLLM's budget: small for most models, GiB for a 10M-token context in 16-token blocks
     (bytes)."""
-    blocks = cdiv(max_model_len, layout.block_size)
-    if layout.block_size <= 128:
-        step = 128 // layout.block_size
-        blocks = cdiv(blocks, step) * step
+    step = _table_row_multiple(layout.block_size)
+    blocks = cdiv(cdiv(max_model_len, layout.block_size), step) * step
     return layout.num_groups * max_num_seqs * blocks * 4
 
 
@@ -308,9 +306,10 @@ def block_table_ceiling(layout: KVLayout, max_num_seqs: int, room_bytes: int) ->
     per_block = layout.num_groups * max_num_seqs * 4
     if room_bytes < per_block:
         return 0
-    blocks = room_bytes // per_block
-    if layout.block_size <= 128:
-        step = 128 // layout.block_size
-        blocks = blocks // step * step
-    return blocks * layout.block_size
+    step = _table_row_multiple(layout.block_size)
+    return room_bytes // per_block // step * step * layout.block_size
 
+
+def _table_row_multiple(block_size: int) -> int:
+    """The blocks a block table's row is rounded up to a multiple of (MultiGroupBlockTable: 128 // block_size)."""
+    return 128 // block_size if block_size <= 128 else 1
