@@ -7,7 +7,8 @@ log lines for it (the planner, verified on real logs, gives the KV figures), ser
   faults.crash, faults.hang, faults.oom_profiling, faults.fail_first_cold_boot,
   faults.runtime_oom_above (prompt tokens), faults.phase_seconds (a pause in each startup phase), faults.runtime_oom_after_tokens (prompt tokens served in
   all, the multi-turn cliff), faults.runtime_need_gib (what a prompt needs beyond the budget: a
-  request OOMs when free-at-start minus the budget is less), faults.insufficient_free.
+  request OOMs when free-at-start minus the budget is less), faults.insufficient_free, faults.not_http (the port
+  answers with something that is not HTTP).
 Like vLLM 0.20.2 it refuses a hybrid whose max_num_seqs exceeds its KV cache blocks with CUDA graphs.
 It also starts a child process in its own process group, so tests can check the probe stops the
 whole group. Every start is appended to $state_dir/starts.log.
@@ -221,6 +222,17 @@ def main() -> int:
                 os._exit(1)
             self._send(200, {"choices": [{"text": ""}], "usage": {"prompt_tokens": n, "completion_tokens": 16}})
 
+    if faults.get("not_http"):  # something on the port that is not HTTP: every connection gets a line of noise
+        import socket
+
+        with socket.socket() as srv:
+            srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            srv.bind(("127.0.0.1", args.port))
+            srv.listen()
+            while True:
+                conn, _ = srv.accept()
+                conn.sendall(b"SSH-2.0-OpenSSH_9.6 not a web server\r\n")
+                conn.close()
     say("INFO 11-21 05:32:37 [entrypoints/launcher.py:46] Application startup complete.")
     HTTPServer(("127.0.0.1", args.port), Handler).serve_forever()
     return 0

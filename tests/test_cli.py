@@ -82,7 +82,7 @@ def test_table_json_and_target():
 
 
 def test_bad_speculative_config_and_ngram_on_hybrid():
-    assert "not JSON" in run("predict", "--speculative-config", "{method: mtp}").output
+    assert "not valid JSON" in run("predict", "--speculative-config", "{method: mtp}").output
     r = run("predict", "--speculative-config", '{"method":"ngram","num_speculative_tokens":3}', "--json")
     out = json.loads(r.output)
     assert out["mtp_weights_bytes"] == 0 and any("corrupt the recurrent state" in w for w in out["warnings"])

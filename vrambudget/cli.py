@@ -40,7 +40,7 @@ def _one_line_group():
                 code = e.exit_code
             except abort:
                 echo("aborted", err=True)
-                code = 1
+                code = 130  # Ctrl-C, as a shell reports it
             if not standalone_mode:
                 return code
             raise SystemExit(code if isinstance(code, int) else 0)

@@ -97,8 +97,14 @@ def _coefficient(name: str, v: dict[str, Any], source: str) -> Coefficient:
 
 def fitted_profile_path(gpu_key: str, model: str | None, version: str) -> Path:
     """Where `vrambudget fit` writes (and `predict` reads) a fitted profile."""
-    safe = (model or "any").replace("/", "--")
-    return user_dir() / "profiles" / f"vllm-{version}" / f"{gpu_key}__{safe}.json"
+    import re
+
+    from .inputs import safe_name
+
+    # a model's id or folder becomes one file name: '/' as '--', anything else outside [A-Za-z0-9._+-] as '-'
+    model_part = re.sub(r"[^A-Za-z0-9._+-]", "-", (model or "any").replace("/", "--")).lstrip(".-")[:120] or "model"
+    return (user_dir() / "profiles" / f"vllm-{safe_name(version, 'vLLM version')}"
+            / f"{safe_name(gpu_key, 'GPU key')}__{model_part}.json")
 
 
 def load(version: str, gpu_key: str | None = None, model: str | None = None,

@@ -76,15 +76,21 @@ COMPILE_STATES = ("cold", "warm", "warm-jit", "fresh")
 
 def parse_speculative_config(text: str) -> tuple[str, int, str | None]:
     """--speculative-config JSON -> (method, num_speculative_tokens, drafter model or None)."""
+    from .inputs import loads
+
+    example = "write it like '{\"method\":\"mtp\",\"num_speculative_tokens\":2}'"
     try:
-        cfg = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise UserError(f"--speculative-config is not JSON ({e.msg}); write it like "
-                        "'{\"method\":\"mtp\",\"num_speculative_tokens\":2}'") from None
-    if not isinstance(cfg, dict) or "method" not in cfg:
-        raise UserError("--speculative-config needs at least a \"method\" key")
-    model = cfg.get("model")
-    return str(cfg["method"]), int(cfg.get("num_speculative_tokens", 1)), str(model) if model else None
+        cfg = loads(text, "--speculative-config")
+    except UserError as e:
+        raise UserError(f"{e}; {example}") from None
+    if not isinstance(cfg, dict) or not isinstance(cfg.get("method"), str):
+        raise UserError(f"--speculative-config needs at least a \"method\" key (a name); {example}")
+    k, model = cfg.get("num_speculative_tokens", 1), cfg.get("model")
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 64:
+        raise UserError(f"--speculative-config: num_speculative_tokens {k!r} is not a whole number from 1 to 64")
+    if model is not None and not isinstance(model, str):
+        raise UserError(f"--speculative-config: model {model!r} is not a name or a folder")
+    return cfg["method"], k, model or None
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from .deployment import Deployment, Flags, resolve
 from .errors import UserError
 from .hardware.catalog import GPU, catalog, from_memory
 from .hardware.facts import under_wsl
+from .profiles import read_text
 from .logparse import LogFacts, flags_from_args, parse_log
 from .predict import Prediction, predict
 from .units import GiB
@@ -133,7 +134,7 @@ def available_from_log(facts: LogFacts, d: Deployment, leave_out: str | None = N
 
 def compare_file(path: Path, model: str | None = None, gpu: GPU | None = None,
                  c: Coefficients | None = None, drafter: str | None = None) -> Comparison:
-    facts = parse_log(path.read_text(errors="replace"))
+    facts = parse_log(read_text(path))
     return compare(facts, deployment_from_log(facts, model, gpu, drafter), c)
 
 

@@ -40,22 +40,40 @@ _FACT_KEYS = ("weights_gib", "activation_gib", "non_torch_gib", "cudagraph_estim
               "cuda_context_gib")
 
 
+_TiB = 1 << 40
+
+
+def _features(fe: Any) -> Features | None:
+    """A record's features, typed (msgspec converts the JSON object into the Features dataclass, checking every
+    field's type) and bounded: every count at least 0 (moe_workspace_bytes -1: not computed) and below 1 PiB."""
+    import msgspec
+
+    try:
+        f = msgspec.convert(fe, Features, strict=False)
+    except (msgspec.ValidationError, TypeError):
+        return None
+    numbers = [v for k, v in vars(f).items() if isinstance(v, int) and not isinstance(v, bool)]
+    numbers += list(f.graph_sizes)
+    if any(not -1 <= v < 1024 * _TiB for v in numbers) or f.tp < 1:
+        return None
+    return f
+
+
 def sample_from_record(rec: dict[str, Any], where: str = "a record") -> Sample | None:
     """A startup record's sample (None for a record without the probe's features and facts); `where` names it in
-    an error ('runs/records.jsonl line 3')."""
+    an error ('runs/records.jsonl line 3'). Figures must be finite GiB from 0 to 1 PiB (the strict JSON reader has
+    refused NaN and Infinity already)."""
     if "features" not in rec or "facts" not in rec:
         return None
     fx, fe = rec["facts"], rec["features"]
     bad = (not isinstance(fx, dict) or not isinstance(fe, dict)
-           or any(not (fx.get(k) is None or isinstance(fx.get(k), (int, float))) for k in _FACT_KEYS))
-    try:
-        feats = None if bad else Features(**fe)
-    except TypeError:
-        feats = None
+           or any(not (fx.get(k) is None or (isinstance(fx.get(k), (int, float)) and not isinstance(fx.get(k), bool)
+                                            and -1024 * 1024 <= fx[k] <= 1024 * 1024)) for k in _FACT_KEYS))
+    feats = None if bad else _features(fe)
     if feats is None:
-        raise UserError(f"{where}: a startup record whose features or facts vrambudget cannot read; was it written by "
-                        "`vrambudget probe`? remove that line")
-    return Sample(rec.get("log", "record"), feats, *(fx.get(k) for k in _FACT_KEYS))
+        raise UserError(f"{where}: a startup record whose features or facts vrambudget cannot read (a figure of the "
+                        "wrong type or out of range); was it written by `vrambudget probe`? remove that line")
+    return Sample(str(rec.get("log", "record")), feats, *(fx.get(k) for k in _FACT_KEYS))
 
 
 def sample_from_log(path: Path, model: str | None = None) -> Sample:

@@ -36,25 +36,19 @@ def user_dir() -> Path:
 
 
 def read_text(path: Path) -> str:
-    """A text file the user named (a log), as text; a folder, a missing or unreadable file is a one-line error."""
-    if path.is_dir():
-        raise UserError(f"{path} is a folder: give the file itself")
-    try:
-        return path.read_text(errors="replace")
-    except FileNotFoundError:
-        raise UserError(f"{path} does not exist") from None
-    except OSError as e:
-        raise UserError(f"cannot read {path}: {e.strerror}") from None
+    """A text file the user named (a log), as text (UTF-8 or UTF-16, bounded: inputs.read_text); a folder, a
+    device, a missing or unreadable file is a one-line error."""
+    from .inputs import read_text as bounded
+
+    return bounded(path)
 
 
-def read_json(path: Path) -> Any:
-    try:
-        with open(path, encoding="utf-8") as fh:
-            return json.load(fh)
-    except FileNotFoundError:
-        raise UserError(f"{path} does not exist") from None
-    except json.JSONDecodeError as e:
-        raise UserError(f"{path} is not valid JSON (line {e.lineno}: {e.msg})") from None
+def read_json(path: Path, *, nonfinite: bool = False) -> Any:
+    """A JSON file as strict, bounded JSON (inputs.read_json: finite numbers, bounded size and nesting);
+    `nonfinite`: a model config's NaN and Infinity are read."""
+    from .inputs import read_json as bounded
+
+    return bounded(path, nonfinite=nonfinite)
 
 
 def _cannot_write(path: Path, e: OSError) -> UserError:
@@ -90,9 +84,20 @@ def write_json_atomic(path: Path, data: Any) -> None:
     write_text_atomic(path, json.dumps(data, indent=2) + "\n")
 
 
+def _finite(obj: Any) -> Any:
+    """A record with every NaN or infinite float as null (JSON has neither; readers refuse them)."""
+    if isinstance(obj, float):
+        return obj if obj == obj and obj not in (float("inf"), float("-inf")) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
 def append_jsonl_atomic(path: Path, record: dict[str, Any]) -> None:
     """Append one JSON line with a single O_APPEND write and fsync (a crash loses no earlier line)."""
-    line = (json.dumps(record, sort_keys=False) + "\n").encode()
+    line = (json.dumps(_finite(record), sort_keys=False, allow_nan=False) + "\n").encode()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -108,22 +113,22 @@ def append_jsonl_atomic(path: Path, record: dict[str, Any]) -> None:
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     """Records of a JSON-lines file. A torn last line (a crash mid-write leaves it without its newline) is skipped;
     any other line that is not a JSON object is a one-line error naming it."""
-    try:
-        lines = path.read_text(encoding="utf-8", errors="replace").split("\n")
-    except FileNotFoundError:
-        raise UserError(f"{path} does not exist") from None
-    except IsADirectoryError:
-        raise UserError(f"{path} is a folder: give the records file (records.jsonl)") from None
+    from .inputs import read_text as bounded, loads
+
+    if path.is_dir():
+        raise UserError(f"{path} is a folder: give the records file (records.jsonl)")
+    lines = bounded(path).split("\n")
     out = []
     for i, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
+            rec = loads(line, f"{path} line {i}")
+        except UserError:
             if i == len(lines):  # no newline after it: torn by a crash
                 continue
-            raise UserError(f"{path} line {i} is not JSON; remove that line (the others are kept)") from None
+            raise UserError(f"{path} line {i} is not JSON (or holds NaN, Infinity or out-of-range numbers); remove "
+                            "that line (the others are kept)") from None
         if not isinstance(rec, dict):
             raise UserError(f"{path} line {i} is not a record (a JSON object); remove that line") from None
         out.append(rec)

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from ..inputs import read_stdin
 from ..profiles import read_text
 from .common import echo, emit_json, run_safely
 from .options import JSON, OPTIONS
@@ -38,7 +39,7 @@ def explain(log: Annotated[str, typer.Argument(help="A vLLM startup log (a file,
         from ..logparse import parse_log, require_vllm
         from ..output.render import explain_text, partial_explain_text
 
-        text = sys.stdin.read() if log == "-" else read_text(Path(log))
+        text = read_stdin() if log == "-" else read_text(Path(log))
         facts = require_vllm(parse_log(text), "stdin" if log == "-" else log)
         card = lookup(gpu) if gpu else None
         try:

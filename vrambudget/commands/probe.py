@@ -27,6 +27,8 @@ def probe(opts: DeploymentOptions,
           dummy_weights: Annotated[bool, typer.Option("--dummy-weights", help="--load-format dummy: real shapes, "
                                                       "random values, no download.")] = False,
           startup_timeout: Annotated[float, typer.Option("--startup-timeout", help="Seconds per startup.")] = 900.0,
+          poll_seconds: Annotated[float, typer.Option("--poll-seconds", help="Seconds between checks of a starting "
+                                  "server and of GPU memory.")] = 0.5,
           extra_args: Annotated[str, typer.Option("--extra-args", help="More vLLM flags, passed through.")] = "",
           runs_dir: Annotated[Optional[str], typer.Option("--runs-dir", help="Where logs and records go "
                                                           "(default: a new folder under the user data dir).")] = None,
@@ -58,7 +60,6 @@ def probe(opts: DeploymentOptions,
     earlier startups, else the lab's measured ones), then each verify request; --json prints only the result."""
 
     def go() -> None:
-        import shlex
         import time
         from pathlib import Path
 
@@ -75,12 +76,8 @@ def probe(opts: DeploymentOptions,
             sim_opts, runs = simulation(d.gpu, free_memory)
             d = d.with_(gpu=runs, free_at_start_bytes=sim_opts["simulate_free_bytes"])
         rd = Path(runs_dir) if runs_dir else user_dir() / "runs" / time.strftime("%Y%m%d-%H%M%S")
-        try:
-            rd.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise UserError(f"--runs-dir {rd}: cannot make that folder ({e.strerror}); give a folder you can write")
-        o = ProbeOptions(vllm_cmd=shlex.split(vllm_cmd), port=port, dummy_weights=dummy_weights,
-                         startup_timeout=startup_timeout, extra_args=shlex.split(extra_args), runs_dir=rd,
+        o = ProbeOptions(vllm_cmd=_command(vllm_cmd, "--vllm-cmd"), port=port, dummy_weights=dummy_weights,
+                         startup_timeout=startup_timeout, poll_seconds=poll_seconds, extra_args=_command(extra_args, "--extra-args"), runs_dir=rd,
                          verify=verify, allow_shared_gpu=allow_shared_gpu, max_startups=max_startups,
                          turn_tokens=turn_tokens, max_turns=max_turns,
                          prompt_tokens=parse_tokens(prompt_tokens, "--prompt-tokens") if prompt_tokens else None,
@@ -88,12 +85,49 @@ def probe(opts: DeploymentOptions,
         # progress to stdout for people; with --json only warnings, on stderr
         prober = Prober(d, c, o, report=lambda line: (echo(line, err=True) if line.startswith("warning:") else None)
                         if json_out else echo(line))
-        summary = prober.target(parse_tokens(target_context, "--target-context")) if target_context else prober.bisect()
+        created = not rd.exists()
+        try:
+            summary = (prober.target(parse_tokens(target_context, "--target-context")) if target_context
+                       else prober.bisect())
+        except UserError:
+            if created and not prober.attempts:  # refused before any startup: leave nothing on disk
+                _remove_unused(rd)
+            raise
+        except KeyboardInterrupt as e:
+            what = str(e) or "Ctrl-C"
+            echo(f"probe interrupted ({what}) after {len(prober.attempts)} startup(s): every server it started is "
+                 f"stopped; logs and records so far are in {rd}", err=True)
+            raise Exit(130) from None
         if refit and prober.records_path.exists():
-            summary["fit"] = fit_and_report([str(prober.records_path)], d.rules.version, d.gpu.key, d.model.ref,
-                                            None, quiet=json_out)
+            try:
+                summary["fit"] = fit_and_report([str(prober.records_path)], d.rules.version, d.gpu.key, d.model.ref,
+                                                None, quiet=json_out)
+            except UserError as e:  # no startup reached the KV cache: the summary still says what happened
+                summary["fit"] = {"skipped": str(e)}
+                if not json_out:
+                    echo(f"fit skipped: {e}")
         emit_json(summary) if json_out else echo(probe_summary_text(summary))
         if summary.get("failed"):
             raise Exit(EXIT_NO)
 
     run_safely(go)
+
+
+def _command(text: str, flag: str) -> list[str]:
+    """A command line given as one string, split as a shell would (an unclosed quote is a one-line error)."""
+    import shlex
+
+    try:
+        return shlex.split(text)
+    except ValueError as e:
+        raise UserError(f"{flag} {text[:60]!r}: {e}") from None
+
+
+def _remove_unused(rd) -> None:
+    """A runs folder this probe created and never started anything in: removed (its lock file only)."""
+    for name in (".probe.lock",):
+        (rd / name).unlink(missing_ok=True)
+    try:
+        rd.rmdir()
+    except OSError:  # something else is in it: not ours to remove
+        pass

@@ -43,9 +43,9 @@ def family_of(cfg: dict[str, Any]) -> Family | None:
 
 def read_config(cfg: Any, name: str) -> Any:
     """The ModelArch of a config.json, read by its family; a config no family claims is refused in one line."""
-    if not isinstance(cfg, dict):
-        raise UserError(f"config.json of {name} is not a JSON object ({type(cfg).__name__}); is it a model's config?")
-    f = family_of(cfg)
+    from ..model.config_check import check_config
+
+    f = family_of(check_config(cfg, name))
     text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else {}
     if f is None and not (cfg.get("architectures") or cfg.get("model_type") or text.get("model_type")):
         what = ("a diffusers config" if "_class_name" in cfg else "a tokenizer config" if "tokenizer_class" in cfg

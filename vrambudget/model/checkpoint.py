@@ -3,7 +3,6 @@ safetensors headers, which give each tensor's exact dtype and shape without down
 
 from __future__ import annotations
 
-import json
 import os
 import struct
 from dataclasses import dataclass
@@ -13,6 +12,7 @@ from typing import Any, Iterable
 
 from .arch import ModelArch, arch_from_config
 from ..errors import UserError
+from ..inputs import loads
 from ..profiles import bundled_dir, read_json
 from ..units import dtype_bytes
 from .weights import INT4_LOAD_METHODS, Int4Load, WeightBytes, buffer_tensors, scheme_from_config
@@ -73,8 +73,8 @@ def read_safetensors_header(path: Path) -> tuple[dict[str, Any], int]:
                             f"truncated, or not a safetensors file; {_GET_AGAIN}")
         raw = fh.read(n)
     try:
-        header = json.loads(raw)
-    except ValueError:  # UnicodeDecodeError is one
+        header = loads(raw, str(path))
+    except UserError:
         raise UserError(f"{path}: its header is not JSON: the file is damaged or not safetensors; {_GET_AGAIN}") from None
     if not isinstance(header, dict):
         raise UserError(f"{path}: its header is not a JSON object of tensors; {_GET_AGAIN}")
@@ -139,7 +139,7 @@ def _local(path: Path) -> ModelSource:
     cfg_path = path / "config.json"
     if not cfg_path.is_file():
         raise UserError(f"{path} has no config.json; point --model at a model folder")
-    cfg = read_json(cfg_path)
+    cfg = read_json(cfg_path, nonfinite=True)
     if not isinstance(cfg, dict):
         raise UserError(f"{cfg_path} is not a JSON object; is it a model's config.json?")
     _check_shards(path)
@@ -193,7 +193,7 @@ def _hub(repo_id: str) -> ModelSource:
             raise UserError(f"Hugging Face Hub refused {repo_id!r}: {str(e).splitlines()[0]}; bundled: {names}") from None
         except Exception as e:  # network stacks raise many types; all mean "could not fetch"
             raise UserError(f"could not fetch config.json of {repo_id!r} ({type(e).__name__}); bundled: {names}") from None
-    cfg = read_json(Path(cfg_file))
+    cfg = read_json(Path(cfg_file), nonfinite=True)
     tensors: list[TensorInfo] = []
     try:
         meta = get_safetensors_metadata(repo_id) if online else None

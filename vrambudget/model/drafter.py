@@ -11,7 +11,6 @@ embedding and LM head when its checkpoint has none (spec_decode/llm_base_propose
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -111,7 +110,7 @@ def load_drafter(ref: str) -> Drafter:
         raise UserError(f"drafter {ref!r}: not a bundled drafter ({', '.join(bundled) or 'none'}) nor a folder "
                         "with a config.json; pass one of those as the speculative config's \"model\"")
     try:
-        cfg = json.loads(cfg_path.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise UserError(f"drafter {ref!r}: cannot read {cfg_path} ({e})") from None
+        cfg = read_json(cfg_path, nonfinite=True)
+    except UserError as e:
+        raise UserError(f"drafter {ref!r}: {e}") from None
     return drafter_from_config(cfg, path.name or ref, str(cfg_path))

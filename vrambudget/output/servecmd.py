@@ -4,6 +4,7 @@ a systemd unit, a docker compose service or JSON, with warnings where the config
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from dataclasses import dataclass
 from typing import Any
@@ -33,9 +34,15 @@ def choose_max_model_len(p: Prediction, margin: str | None) -> int:
         return ceiling
     m = margin.strip()
     try:
-        cut = int(ceiling * float(m[:-1]) / 100) if m.endswith("%") else int(m)
-    except ValueError:
-        raise UserError(f"--margin {margin!r}: write tokens (4096) or a percentage (5%)") from None
+        share = float(m[:-1]) if m.endswith("%") else None
+        if share is not None and not 0 <= share < 100:
+            raise ValueError
+        cut = int(ceiling * share / 100) if share is not None else int(m)
+        if cut < 0:
+            raise ValueError
+    except (ValueError, OverflowError):
+        raise UserError(f"--margin {margin!r}: write tokens (4096) or a percentage from 0 to 100 (5%): how far "
+                        "below the ceiling to stay") from None
     value = (ceiling - cut) // block * block
     if value < block:
         raise UserError(f"--margin {margin} leaves no context below the ceiling {ceiling:,}")
@@ -73,6 +80,13 @@ def model_argument(d: Deployment, checkpoint: str | None = None) -> ModelArgumen
 
 def build_command(d: Deployment, p: Prediction, model: ModelArgument, max_model_len: int, port: int,
                   served_name: str | None) -> ServeCommand:
+    from ..inputs import check_name
+
+    check_name(model.value, "--checkpoint")
+    if served_name is not None:
+        check_name(served_name, "--served-model-name")
+    if not 1 <= port <= 65535:
+        raise UserError(f"--port {port}: a TCP port is 1 to 65535")
     args = ["serve", model.value, "--port", str(port), *d.serve_flags(max_model_len)]
     if served_name:
         args += ["--served-model-name", served_name]
@@ -116,20 +130,26 @@ def shell(cmd: ServeCommand) -> str:
     return "vllm " + " ".join(shlex.quote(a) for a in cmd.argv)
 
 
+def _systemd_escape(text: str) -> str:
+    """Text systemd reads literally in a unit: '%' doubled (its specifiers), '$' doubled (ExecStart's variables)."""
+    return text.replace("%", "%%").replace("$", "$$")
+
+
 def _systemd_quote(arg: str) -> str:
-    """One ExecStart word: single-quoted where it holds anything systemd would split or expand
-    (so the JSON of --speculative-config survives), '%' doubled for systemd's specifiers."""
-    arg = arg.replace("%", "%%")
+    """One ExecStart word as systemd.syntax(7) reads it back: bare where it is plain, else single-quoted with
+    backslash and single quote escaped (systemd unescapes C-style within either quotes; JSON stays readable);
+    specifiers and variables escaped. Control characters cannot be written (build_command refuses them first)."""
+    arg = _systemd_escape(arg)
     if arg and all(c.isalnum() or c in "-_./:=,@+" for c in arg):
         return arg
-    if "'" in arg:
-        raise UserError(f"cannot put {arg!r} in a systemd unit (it holds a single quote)")
-    return f"'{arg}'"
+    return "'" + arg.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def systemd(cmd: ServeCommand, description: str, user: str | None) -> str:
     exec_start = " ".join(["/usr/bin/env", "vllm", *(_systemd_quote(a) for a in cmd.argv)])
-    lines = ["[Unit]", f"Description={description}", "After=network-online.target", "Wants=network-online.target", "",
+    if user is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}|[0-9]{1,10}", user):
+        raise UserError(f"--user {user[:40]!r} is not a user name systemd takes (letters, digits, _ . -)")
+    lines = ["[Unit]", f"Description={_systemd_escape(description)}", "After=network-online.target", "Wants=network-online.target", "",
              "[Service]", "Type=simple"]
     if user:
         lines.append(f"User={user}")
@@ -142,7 +162,7 @@ def systemd(cmd: ServeCommand, description: str, user: str | None) -> str:
 
 def compose(cmd: ServeCommand, vllm_version: str, port: int) -> str:
     """A docker compose service; the command is a YAML list, so no shell quoting is involved."""
-    items = "\n".join(f"      - {json.dumps(a)}" for a in cmd.argv[1:])
+    items = "\n".join(f"      - {json.dumps(a.replace('$', '$$'), ensure_ascii=False)}" for a in cmd.argv[1:])  # compose interpolates $
     return f"""services:
   vllm:
     image: {COMPOSE_IMAGE.format(version=vllm_version)}

@@ -3,6 +3,7 @@ stop exactly that group, and watch GPU memory through NVML (no torch needed)."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import signal
@@ -73,8 +74,9 @@ class GpuWatch:
             return []
         return [p.pid for p in procs if p.pid not in own_pids]
 
-    def wait_released(self, baseline: int | None, *, tolerance: int = 512 << 20, timeout: float = 120.0) -> bool:
-        """Wait until used memory is back within `tolerance` of `baseline` (bytes)."""
+    def wait_released(self, baseline: int | None, *, tolerance: int = 512 << 20, timeout: float = 120.0,
+                      poll: float = 1.0) -> bool:
+        """Wait until used memory is back within `tolerance` of `baseline` (bytes), reading every `poll` s."""
         if not self.available or baseline is None:
             return True
         end = time.monotonic() + timeout
@@ -82,7 +84,7 @@ class GpuWatch:
             used = self.used_bytes()
             if used is not None and used <= baseline + tolerance:
                 return True
-            time.sleep(1.0)
+            time.sleep(poll)
         return False
 
 
@@ -93,17 +95,23 @@ class StartResult:
     returncode: int | None
 
 
-class ServerProcess:
-    """One vLLM server: its own session/process group, its log file, its port."""
+# what a port may answer when it is not (yet) vLLM's server: refused, reset, not HTTP, bad JSON, a timeout
+_NO_ANSWER = (urllib.error.URLError, OSError, ValueError, http.client.HTTPException)
 
-    def __init__(self, cmd: list[str], log_path: Path, port: int, env: dict[str, str] | None = None):
-        self.cmd, self.log_path, self.port = cmd, log_path, port
+
+class ServerProcess:
+    """One vLLM server: its own session/process group, its log file (created exclusively: never another's), its
+    port. `poll`: seconds between checks while waiting for it."""
+
+    def __init__(self, cmd: list[str], log_path: Path, port: int, env: dict[str, str] | None = None,
+                 poll: float = 0.5):
+        self.cmd, self.log_path, self.port, self.poll = cmd, log_path, port, poll
         self.env = {**os.environ, **(env or {})}
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = open(self.log_path, "wb")
+        log = open(self.log_path, "xb")  # FileExistsError: the caller picks the next name
         try:
             self.proc = subprocess.Popen(self.cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                          env=self.env, start_new_session=True)
@@ -137,7 +145,7 @@ class ServerProcess:
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=2) as r:
                 return r.status == 200
-        except (urllib.error.URLError, OSError, ValueError):
+        except _NO_ANSWER:
             return False
 
     def wait_ready(self, timeout: float, tick: Callable[[float], None] | None = None) -> StartResult:
@@ -155,10 +163,11 @@ class ServerProcess:
                 return StartResult("timeout", elapsed, None)
             if tick:
                 tick(elapsed)
-            time.sleep(0.5)
+            time.sleep(self.poll)
 
     def stop(self, grace: float = 30.0) -> None:
-        """SIGTERM the server's process group (only it), then SIGKILL what is left after `grace`."""
+        """SIGTERM the server's process group (only it), then SIGKILL what is left after `grace`; returns when the
+        server and every process of its group are gone. Safe to call twice."""
         if self.proc is None:
             return
         pgid = self.proc.pid  # start_new_session: the group id is the server's pid
@@ -171,8 +180,15 @@ class ServerProcess:
             while time.monotonic() < end:
                 if self.proc.poll() is not None and not _group_alive(pgid):
                     return
-                time.sleep(0.2)
-        self.proc.wait(timeout=5)
+                time.sleep(min(self.poll, 0.2))
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:  # a zombie its parent has not reaped: the group is killed already
+            pass
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and (self.proc.poll() is None or _group_alive(self.proc.pid))
 
     def complete(self, prompt_ids: list[int], max_tokens: int, model: str, timeout: float) -> dict:
         """One OpenAI-compatible completion from token ids (no tokenizer needed)."""
@@ -187,19 +203,34 @@ class ServerProcess:
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/v1/models", timeout=5) as r:
                 data = json.loads(r.read())
-            return data["data"][0]["id"]
-        except (urllib.error.URLError, OSError, KeyError, IndexError, ValueError):
+            return str(data["data"][0]["id"])
+        except (*_NO_ANSWER, KeyError, IndexError, TypeError):
             return None
 
 
 def _group_alive(pgid: int) -> bool:
+    """Whether a process of group `pgid` still runs. Zombies do not count: they hold no memory, and an orphan's
+    zombie waits for the machine's init to reap it (a second or more in some containers)."""
     try:
         os.killpg(pgid, 0)
-        return True
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return True
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:  # gone meanwhile
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()  # after "pid (comm) ": state ppid pgrp ...
+        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
+            return True
+    return False
 
 
 class MemoryBlocker:

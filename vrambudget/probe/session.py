@@ -9,9 +9,10 @@ from __future__ import annotations
 import math
 import shlex
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from ..budget import activation, features
 from ..coefficients import Coefficients
@@ -56,6 +57,26 @@ class ProbeOptions:
     # its workspaces there, outside vLLM's budget; then the long prompt (None: verify_fraction x the length)
     first_request: tuple[int, int] = (200, 250)
     prompt_tokens: int | None = None
+    poll_seconds: float = 0.5  # between checks of a starting server (health, exit) and of GPU memory
+    stop_grace: float = 30.0  # SIGTERM, then this long before SIGKILL
+    release_timeout: float = 120.0  # how long to wait for the GPU memory after a server stopped
+
+    def __post_init__(self) -> None:
+        from ..inputs import positive_seconds
+
+        if not self.vllm_cmd:
+            raise UserError("--vllm-cmd is empty: give the command that starts vLLM's server (vllm serve)")
+        for name in ("startup_timeout", "request_timeout", "stall_seconds", "poll_seconds", "stop_grace",
+                     "release_timeout", "multi_turn_seconds"):
+            positive_seconds(getattr(self, name), "--" + name.replace("_", "-"))
+        if not 0 < self.verify_fraction <= 1:
+            raise UserError(f"verify fraction {self.verify_fraction!r}: give a share above 0, at most 1")
+        if self.max_startups < 1 or self.max_turns < 1 or self.turn_tokens < 0:
+            raise UserError("--max-startups and --max-turns take 1 or more, --turn-tokens 0 or more")
+        if self.runs_dir.exists() and not self.runs_dir.is_dir():
+            raise UserError(f"--runs-dir {self.runs_dir}: that is a file; give a folder (new or a probe's)")
+        if self.port is not None and not 1 <= self.port <= 65535:
+            raise UserError(f"--port {self.port}: a TCP port is 1 to 65535")
 
 
 @dataclass
@@ -150,8 +171,8 @@ class Prober:
         self.records_path = opts.runs_dir / "records.jsonl"
         self.layout = layout_for(d)
         self._baseline: int | None = None
-        self._earlier_logs = len(list(opts.runs_dir.glob("startup-*.log")))  # a runs dir used before
         self.blocker: MemoryBlocker | None = None
+        self.live: list[ServerProcess] = []  # servers started and not yet stopped: every exit path stops them
         self._phase_seconds: dict[str, tuple[dict[str, float], int]] = {}  # kind -> (phase seconds, startup n)
         self.verifier = Verifier(self.gpu, vocab=d.model.arch.vocab_size, model=lambda: model_arg(d),
                                  request_timeout=opts.request_timeout, stall_seconds=opts.stall_seconds, report=report)
@@ -177,13 +198,16 @@ class Prober:
             total_bytes=self.d.gpu.total_bytes), tokens=tokens)
 
     def _run(self, mode: str, go: Callable[[], dict[str, Any]], **on_exhausted: Any) -> dict[str, Any]:
-        try:
-            self.simulate()
-            found = go()
-        except _Exhausted:
-            found = {**on_exhausted, "failed": "max_startups_reached"}
-        finally:
-            self.close()
+        """Run a search as a supervisor: an exception, Ctrl-C, SIGTERM or SIGHUP stops every server this probe
+        started (its whole process group) and the blocker, and waits for their GPU memory, before it propagates."""
+        with _signals_raise(), claim(self.opts.runs_dir):
+            try:
+                self.simulate()
+                found = go()
+            except _Exhausted:
+                found = {**on_exhausted, "failed": "max_startups_reached"}
+            finally:
+                self.close()
         return {"mode": mode, "startups": len(self.attempts), "records": str(self.records_path),
                 "max_num_seqs": self.d.max_num_seqs, "max_num_seqs_asked": self.seqs_asked,
                 "attempts": [{"n": a.n, "gmu": a.gmu, "max_model_len": a.max_model_len, "outcome": a.outcome,
@@ -200,8 +224,7 @@ class Prober:
             if srv is not None:
                 if verify_if(exact):
                     verified = self.verify(att, srv)
-                srv.stop()
-                self._release()
+                self._stop(srv)
                 if verified is not None:
                     records.append(self.records_path, records.verify_record(
                         n=att.n, gmu=att.gmu, max_model_len=att.max_model_len, verify=att.verify or {},
@@ -235,9 +258,25 @@ class Prober:
                     f"leaving {o.simulate_free_bytes / GiB:.2f} GiB as on that card")
 
     def close(self) -> None:
-        if self.blocker is not None:
-            self.blocker.stop()
-            self.blocker = None
+        """Stop what this probe started and is still running (servers, then the blocker); a second Ctrl-C while
+        it does is ignored, so the cleanup always completes."""
+        import signal
+
+        old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            for srv in list(self.live):
+                self._stop(srv)
+            if self.blocker is not None:
+                self.blocker.stop()
+                self.blocker = None
+        finally:
+            signal.signal(signal.SIGINT, old)
+
+    def _stop(self, srv: ServerProcess) -> None:
+        srv.stop(self.opts.stop_grace)
+        if srv in self.live:
+            self.live.remove(srv)
+        self._release()
 
     def _preflight(self) -> int:
         port = self.opts.port or free_port()
@@ -266,14 +305,12 @@ class Prober:
         if n > self.opts.max_startups:
             raise _Exhausted()
         self._baseline = self.gpu.used_bytes()
-        log = self.opts.runs_dir / f"startup-{n + self._earlier_logs:02d}.log"  # never overwrite a log
         cmd = self.opts.vllm_cmd + serve_args(self.d, gmu, mml, dummy=self.opts.dummy_weights, port=port,
                                               extra=self.opts.extra_args,
                                               real_total=self.opts.real_total_bytes if self.blocker else None)
-        srv = ServerProcess(cmd, log, port, env={"VLLM_LOGGING_LEVEL": "DEBUG", "PYTHONUNBUFFERED": "1"})
         label = f"[{n}] max_model_len {mml:,}"
         self.report(f"{label} @ GMU {gmu_flag(gmu)}: starting ({shlex.join(cmd[:3])} ...)")
-        srv.start()
+        srv = self._start(cmd, port)
         clock = self._clock(retry)
         last = {"report": 0.0, "end": 0}
 
@@ -287,7 +324,7 @@ class Prober:
         facts = parse_log(srv.log_text())
         outcome = {"ready": "started", "timeout": "timed_out"}.get(res.state) or (
             facts.outcome if facts.outcome not in ("started", "unknown", "incomplete") else "crashed")
-        att = Attempt(n, gmu, mml, outcome, round(res.seconds, 1), facts, log)
+        att = Attempt(n, gmu, mml, outcome, round(res.seconds, 1), facts, srv.log_path)
         clock.update(srv.log_tail(last["end"])[0], res.seconds)  # the lines written after the last tick
         took = clock.seconds(res.seconds)
         # a started server went through every phase (one passed between two reads took ~0 s)
@@ -296,14 +333,29 @@ class Prober:
         self.report(f"{label} @ GMU {gmu_flag(gmu)}: {outcome} ({res.seconds:.0f} s)" + _detail(facts))
         if outcome == "started" and keep:
             return att, srv
-        srv.stop()
-        self._release()
+        self._stop(srv)
         return att, None
+
+    def _start(self, cmd: list[str], port: int) -> ServerProcess:
+        """Start a server logging to the next free startup-NN.log (created exclusively: an earlier log, or one
+        another process just made, is never overwritten), tracked in `live` from the moment it exists."""
+        n = len(list(self.opts.runs_dir.glob("startup-*.log"))) + 1
+        while True:
+            srv = ServerProcess(cmd, self.opts.runs_dir / f"startup-{n:02d}.log", port, poll=self.opts.poll_seconds,
+                                env={"VLLM_LOGGING_LEVEL": "DEBUG", "PYTHONUNBUFFERED": "1"})
+            try:
+                self.live.append(srv)
+                srv.start()
+                return srv
+            except FileExistsError:
+                self.live.remove(srv)
+                n += 1
 
     def _release(self) -> None:
         """After stopping a server: wait until NVML shows the memory it held is back."""
-        if not self.gpu.wait_released(self._baseline):
-            self.report("warning: GPU memory did not come back within 120 s after stopping the server")
+        if not self.gpu.wait_released(self._baseline, timeout=self.opts.release_timeout, poll=self.opts.poll_seconds):
+            self.report(f"warning: GPU memory did not come back within {self.opts.release_timeout:.0f} s after "
+                        "stopping the server")
 
     def record(self, att: Attempt, mode: str) -> None:
         self.attempts.append(att)
@@ -366,3 +418,56 @@ def _detail(f: LogFacts) -> str:
     if f.max_model_len and f.auto_fit_to:
         bits.append(f"auto-fit {f.auto_fit_to:,}")
     return f" [{', '.join(bits)}]" if bits else ""
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM or SIGHUP during a probe: raised like Ctrl-C so every cleanup runs."""
+
+
+@contextmanager
+def _signals_raise() -> Iterator[None]:
+    """While a probe runs, SIGTERM and SIGHUP raise Interrupted (Ctrl-C raises KeyboardInterrupt already), so
+    the supervisor's cleanup runs on every way a user or a scheduler ends it (in the main thread only)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def raise_(signum: int, _frame: Any) -> None:
+        raise Interrupted(signal.Signals(signum).name)
+
+    old = {sig: signal.signal(sig, raise_) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+
+
+@contextmanager
+def claim(runs_dir: Path) -> Iterator[None]:
+    """Hold the runs folder for this probe alone (an advisory lock on runs_dir/.probe.lock, released by the kernel
+    if the probe dies): a second probe on the same folder is refused instead of interleaving its startups."""
+    import fcntl
+    import os
+
+    try:
+        runs_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(runs_dir / ".probe.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as e:
+        raise UserError(f"--runs-dir {runs_dir}: cannot use that folder ({e.strerror}); give a folder you can "
+                        "write") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            other = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            raise UserError(f"another probe (pid {other}) is using --runs-dir {runs_dir}; wait for it or give "
+                            "another folder") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        yield
+    finally:
+        os.close(fd)

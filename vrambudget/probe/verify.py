@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import random
 import re
+import subprocess
 import threading
 import time
-import urllib.error
 from typing import Any, Callable
 
-from .server import GpuWatch, ServerProcess
+from .server import _NO_ANSWER, GpuWatch, ServerProcess
 
 
 class PeakWatch:
@@ -72,8 +72,8 @@ class Verifier:
         def call() -> None:
             try:
                 res["usage"] = srv.complete(ids, max_tokens, model, self.request_timeout).get("usage", {})
-            except (urllib.error.URLError, OSError, ValueError) as e:
-                res["ok"], res["err"] = False, str(e)[:300]
+            except (*_NO_ANSWER, AttributeError) as e:  # not HTTP, not JSON, not an object
+                res["ok"], res["err"] = False, f"{type(e).__name__}: {str(e)[:300]}"
 
         peak = PeakWatch(self.gpu)
         worker = threading.Thread(target=call, daemon=True)
@@ -89,6 +89,14 @@ class Verifier:
                 break
         peak.stop()
         died = srv.proc is not None and srv.proc.poll() is not None
+        if not res["ok"] and not died and srv.proc is not None:
+            # a dropped connection is how a dying server answers: give its exit a moment to land (the race that
+            # made a runtime OOM read as "server alive" one run in five)
+            try:
+                srv.proc.wait(timeout=2.0)
+                died = True
+            except subprocess.TimeoutExpired:
+                pass
         oom = "out of memory" in srv.log_text()[log_mark:].lower()
         err = "request never scheduled (vLLM kept it waiting with 0 running)" if is_stalled else res["err"]
         return {"ok": res["ok"] and not died and not oom and not is_stalled, "prompt_tokens": len(ids),

@@ -1,0 +1,104 @@
+"""serve-cmd writes files other programs execute (issue 36): every value survives each format's own reading
+rules (shell: shlex; systemd: systemd.syntax(7) quoting, C escapes, % specifiers and $ variables; compose: YAML,
+then compose's $ interpolation), and what no format can hold (a newline) is refused in one line."""
+
+import re
+import shlex
+
+import pytest
+import yaml
+from hypothesis import given, settings, strategies as st
+from typer.testing import CliRunner
+
+from vrambudget.cli import app
+
+BASE = ["serve-cmd", "--gpu", "rtx4090", "--model", "qwen3-8b"]
+
+
+def systemd_words(line: str) -> list[str]:
+    """ExecStart's words as systemd reads them: whitespace-split outside quotes, C escapes inside double quotes,
+    then '%%' -> '%' (specifiers) and '$$' -> '$' (variables); a lone % or $ would be expanded: an error here."""
+    words, i, n = [], 0, len(line)
+    while i < n:
+        if line[i].isspace():
+            i += 1
+            continue
+        w = ""
+        if line[i] in "\"'":
+            quote = line[i]
+            i += 1
+            while line[i] != quote:
+                if line[i] == "\\":
+                    i += 1
+                    w += {"n": "\n", "t": "\t", "\\": "\\", '"': '"', "'": "'"}[line[i]]
+                else:
+                    w += line[i]
+                i += 1
+            i += 1
+        else:
+            while i < n and not line[i].isspace():
+                assert line[i] not in "\"'\\", f"unquoted special in {line!r}"
+                w += line[i]
+                i += 1
+        assert not re.search(r"(?<!%)%(?!%)", w.replace("%%", "")), f"unescaped specifier in {w!r}"
+        assert "$" not in w.replace("$$", ""), f"unescaped variable in {w!r}"
+        words.append(w.replace("%%", "%").replace("$$", "$"))
+    return words
+
+
+def compose_command(text: str) -> list[str]:
+    items = yaml.safe_load(text)["services"]["vllm"]["command"]
+    for x in items:
+        assert "$" not in x.replace("$$", ""), f"compose would interpolate {x!r}"
+    return [x.replace("$$", "$") for x in items]
+
+
+def render(fmt: str, checkpoint: str, served: str) -> str:
+    r = CliRunner().invoke(app, [*BASE, "--format", fmt, "--checkpoint", checkpoint, "--served-model-name", served])
+    assert r.exit_code == 0, r.output
+    return r.stdout
+
+
+NASTY = ["/models/a b/c", "/m/$HOME/x", "/m/100%/x", "/m/it's", '/m/"q"', "/m/back\\slash", "/m/${X}%n$$",
+         "/m/`id`;rm -rf /", "/m/ünïcødé"]
+
+
+@pytest.mark.parametrize("value", NASTY)
+def test_every_format_reads_back_exactly_what_was_given(value):
+    sh = shlex.split(render("shell", value, value))
+    assert sh[2] == value and sh[sh.index("--served-model-name") + 1] == value
+    unit = render("systemd", value, value)
+    exec_line = next(x for x in unit.splitlines() if x.startswith("ExecStart="))
+    words = systemd_words(exec_line[len("ExecStart="):])
+    assert words[3] == value and words[words.index("--served-model-name") + 1] == value
+    desc = next(x for x in unit.splitlines() if x.startswith("Description="))
+    assert "%" not in desc.replace("%%", "") and "$" not in desc.replace("$$", "")
+    cmd = compose_command(render("compose", value, value))
+    assert cmd[0] == value and cmd[cmd.index("--served-model-name") + 1] == value
+
+
+@given(st.text(st.characters(blacklist_categories=("Cc", "Cs", "Zl", "Zp")), min_size=1, max_size=40))
+@settings(max_examples=30, deadline=None)
+def test_generated_values_read_back_in_every_format(value):
+    # typer reads an option value starting with "-" as a flag: that is click's rule, not ours
+    if value.startswith("-") or not value.isprintable():
+        return
+    test_every_format_reads_back_exactly_what_was_given(value)
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--checkpoint", "/m/a\nExecStartPre=/bin/sh -c evil"], ("--checkpoint", "control characters")),
+    (["--served-model-name", "x\ry"], ("--served-model-name", "control characters")),
+    (["--format", "systemd", "--user", "root\nExecStartPre=/bin/evil"], ("--user",)),
+    (["--margin=-5%"], ("--margin", "from 0 to 100")),
+    (["--margin", "inf%"], ("--margin",)),
+    (["--margin", "nan%"], ("--margin",)),
+    (["--margin=-4096"], ("--margin",)),
+    (["--port", "99999"], ("--port", "1 to 65535")),
+    (["--port", "0"], ("--port",)),
+])
+def test_what_no_format_can_hold_is_refused_in_one_line(args, words):
+    r = CliRunner().invoke(app, [*BASE, *args])
+    assert r.exit_code == 2, r.output
+    assert r.stderr.startswith("error: ") and r.stderr.count("\n") == 1 and r.stdout == ""
+    assert all(w in r.stderr for w in words), r.stderr
