@@ -64,10 +64,11 @@ FRESH_PROFILING_SECONDS = 60.0
 
 
 def deployment_from_log(facts: LogFacts, model: str | None = None, gpu: GPU | None = None,
-                        drafter: str | None = None) -> Deployment:
+                        drafter: str | None = None, flags_given: dict | None = None) -> Deployment:
     """The deployment a log states; `model` / `drafter` name the checkpoint and the DFlash drafter where the
-    log's paths are not on this machine."""
-    flags = Flags(**flags_from_args(facts.args))
+    log's paths are not on this machine; `flags_given` (Flags fields) add what the log lacks or replace what it
+    states. A max_model_len above the config's maximum is taken as the log states it: vLLM started with it."""
+    flags = Flags(**{**flags_from_args(facts.args), **(flags_given or {}), "allow_long_max_model_len": True})
     if drafter:
         flags = replace(flags, draft_model=drafter)
     slow = (facts.profiling_seconds or 0) > FRESH_PROFILING_SECONDS
@@ -206,8 +207,37 @@ def meaning(cmp: Comparison) -> str:
     return "the log ends before vLLM finished starting (cut off, or still running)"
 
 
-def explain_json(cmp: Comparison) -> dict:
-    return {"outcome": cmp.facts.outcome, "meaning": meaning(cmp), "inputs": cmp.prediction.deployment.inputs(),
+def cross_check(facts: LogFacts, d: Deployment, flags_given: dict | None = None,
+                weights_gib: float | None = None) -> list[str]:
+    """Where the log's own figures disagree with the deployment read from it (a missing or wrapped args line, a
+    flag the log lacks): each a warning naming the figure and the flag that would fix it."""
+    out: list[str] = []
+    given = flags_given or {}
+    if not facts.args_line:
+        out.append("the log has no 'non-default args' line: its flags are taken as vLLM's defaults (GMU "
+                   f"{d.gmu:.2f}, TP {d.tp}, max_model_len {d.max_model_len:,}) unless you pass them (--gmu, -tp, "
+                   "--max-model-len ...)")
+    for k, v in given.items():
+        logged = flags_from_args(facts.args).get(k)
+        if logged is not None and logged != v:
+            out.append(f"{k} {v} given, the log states {logged}: explained with yours")
+    if facts.requested_gib is not None:
+        budget = d.gpu.total_bytes * d.gmu / GiB
+        if abs(budget - facts.requested_gib) > 0.02:
+            out.append(f"the log requested {facts.requested_gib:.2f} GiB per GPU, the deployment read from it "
+                       f"{budget:.2f} GiB (GMU {d.gmu:.2f} of {d.gpu.total_gib:.2f} GiB): pass --gmu or --gpu as it ran")
+    if weights_gib and facts.weights_gib and abs(weights_gib - facts.weights_gib) > max(0.5, 0.25 * facts.weights_gib):
+        out.append(f"weights per GPU: the log loaded {facts.weights_gib:.2f} GiB, the deployment read from it "
+                   f"predicts {weights_gib:.2f}: is the tensor parallel size (-tp) or the checkpoint (--model) right?")
+    if facts.workers > 1 and facts.workers != d.tp:
+        out.append(f"the log names {facts.workers} worker processes, the deployment has tensor parallel size {d.tp}: "
+                   "pass -tp as it ran (pipeline and data parallel logs are not modelled)")
+    return out
+
+
+def explain_json(cmp: Comparison, warnings: list[str] | None = None, boots: tuple[int, int] = (1, 1)) -> dict:
+    return {"startup": boots[0], "startups_in_log": boots[1], "warnings": warnings or [],
+            "outcome": cmp.facts.outcome, "meaning": meaning(cmp), "inputs": cmp.prediction.deployment.inputs(),
             "terms": [{"term": t, "logged_gib": lg, "predicted_gib": round(pr, 4),
                        "difference_gib": None if e is None else round(e, 4)} for t, lg, pr, e in cmp.rows],
             "facts": cmp.facts.to_dict()}

@@ -167,6 +167,8 @@ class LogFacts:
     estimated_max_model_len: int | None = None
     needed_kv_gib: float | None = None
     mamba_blocks: int | None = None  # the blocks vLLM's Mamba-block check found too few for max_num_seqs
+    workers: int = 0  # distinct worker processes named in line prefixes ((Worker_TP1 pid=..)); 0: one process
+    args_line: bool = False  # the log has vLLM's 'non-default args' line (else its flags are not known)
     gpu_blocks: int | None = None  # V0 engine: '# GPU blocks: N' (blocks of 16 tokens)
     outcome: str = "unknown"  # started | kv_too_small | mamba_blocks | oom_loading | oom_profiling | oom_kv_allocation |
     #                           oom_graph_capture | oom_runtime (serving) | insufficient_free_memory | crashed | incomplete
@@ -185,14 +187,82 @@ def require_vllm(f: LogFacts, name: str) -> LogFacts:
     return f
 
 
+_WORKER = re.compile(r"\((Worker(?:_[A-Z]+\d+)+) pid=\d+\)")
+_ARGS_START = "non-default args:"
+_BOOT_START = re.compile(r"vLLM API server version|non-default args: \{|Initializing an? (?:V[01] )?LLM engine \(v")
+
+
+def rejoin_wrapped(lines: list[str], most: int = 40) -> list[str]:
+    """A 'non-default args' line a terminal wrapped (copied from a narrow window) joined back: the lines after it are
+    appended, as they are, until its braces close (at most `most` lines; an unclosed dict is left as it was)."""
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        at = line.find(_ARGS_START)
+        rest = line[at + len(_ARGS_START):].strip() if at >= 0 else "}"
+        if (rest == "" or rest.startswith("{")) and not rest.endswith("}"):
+            joined, j = line.rstrip("\r"), i + 1
+            while j < len(lines) and j - i <= most:
+                joined += lines[j].rstrip("\r")
+                j += 1
+                if joined.rstrip().endswith("}") and _balanced(joined[at + len(_ARGS_START):]):
+                    out.append(joined)
+                    i = j
+                    break
+            else:
+                out.append(line)
+                i += 1
+            continue
+        out.append(line)
+        i += 1
+    return out
+
+
+def _balanced(text: str) -> bool:
+    depth, quote = 0, ""
+    for ch in text:
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "{[(":
+            depth += 1
+        elif ch in "}])":
+            depth -= 1
+    return depth == 0
+
+
+def split_startups(text: str) -> list[str]:
+    """A log as its startups: a new one begins where vLLM announces itself (server version, args, engine init)
+    after the current one has already reached its own args or figures (a restart, an upgrade, a probe's retry)."""
+    boots: list[list[str]] = [[]]
+    seen_args = seen_figures = False
+    for line in rejoin_wrapped(text.splitlines()):
+        if _BOOT_START.search(line) and not _WORKER.search(line):
+            is_args = "non-default args: {" in line
+            if (is_args and seen_args) or seen_figures:
+                boots.append([])
+                seen_args = seen_figures = False
+            seen_args = seen_args or is_args
+        elif PATTERNS["weights"].search(line) or PATTERNS["available_kv"].search(line) or READY.search(line):
+            seen_figures = True
+        boots[-1].append(line)
+    return ["\n".join(b) for b in boots if any(x.strip() for x in b)]
+
+
 def parse_log(text: str) -> LogFacts:
     f = LogFacts()
     milestones: list[str] = []
     oom_at: str | None = None
     crash_line: str | None = None
     args_seen = False
+    workers: set[str] = set()
     chunked: int | None = None  # the last 'Chunked prefill' line: the engine's (a `vllm serve` CLI logs one first)
-    for line in text.splitlines():
+    for line in rejoin_wrapped(text.splitlines()):
+        w = _WORKER.search(line)
+        if w:
+            workers.add(w.group(1))
         for key, pat in PATTERNS.items():
             m = pat.search(line)
             if not m:
@@ -208,7 +278,7 @@ def parse_log(text: str) -> LogFacts:
             elif key in ("vllm_version", "version_line") and not f.vllm_version:
                 f.vllm_version = g[0]
             elif key == "args" and not args_seen:
-                args_seen = True
+                args_seen = f.args_line = True
                 f.args = {**f.args, **literal_args(g[0])}
             elif key == "chunked_prefill":  # the effective value, also where the args leave vLLM's default
                 chunked = int(g[0])
@@ -294,6 +364,7 @@ def parse_log(text: str) -> LogFacts:
             milestones.append("ready")
     if chunked is not None:
         f.args.setdefault("max_num_batched_tokens", chunked)
+    f.workers = len(workers)
     f.outcome = _outcome(f, milestones, oom_at, crash_line)
     if f.outcome == "crashed" and not f.error:
         f.error = crash_line
@@ -321,7 +392,16 @@ def _outcome(f: LogFacts, milestones: list[str], oom_at: str | None, crash_line:
 
 
 def flags_from_args(args: dict[str, Any]) -> dict[str, Any]:
-    """vLLM's non-default args -> the keyword arguments of `deployment.Flags` (what the log states)."""
+    """vLLM's non-default args -> the keyword arguments of `deployment.Flags` (what the log states); a value of
+    the wrong type (an edited or damaged log) is a one-line error naming it."""
+    try:
+        return _flags_from_args(args)
+    except (ValueError, TypeError, OverflowError, AttributeError) as e:
+        raise UserError(f"the log's non-default args hold a value vLLM would not have printed ({str(e)[:80]}); "
+                        "pass the flags yourself (--gmu, -tp, --max-model-len ...)") from None
+
+
+def _flags_from_args(args: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if "gpu_memory_utilization" in args:
         out["gpu_memory_utilization"] = float(args["gpu_memory_utilization"])

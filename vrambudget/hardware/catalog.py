@@ -74,6 +74,9 @@ def _aliases() -> dict[str, str]:
 
 def lookup(name: str) -> GPU:
     """A catalog GPU by key, alias or marketing name ('4060ti', 'RTX 4090', 'h100-80gb')."""
+    from ..inputs import check_name
+
+    check_name(name, "--gpu")
     key = _aliases().get(_norm(name)) or _aliases().get(_norm(name).replace("rtx", ""))
     if key is None:
         known = ", ".join(sorted(catalog()))

@@ -210,7 +210,9 @@ def _hub(repo_id: str) -> ModelSource:
 
 def resolve_model(ref: str | None) -> ModelSource:
     """--model: a bundled profile name, a local folder, or a Hugging Face id."""
-    ref = ref or DEFAULT_MODEL
+    from ..inputs import check_name
+
+    ref = check_name(ref or DEFAULT_MODEL, "--model")
     bundled = bundled_models()
     if ref in bundled:
         m = bundled[ref]
