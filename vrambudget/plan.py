@@ -40,6 +40,12 @@ class PlanOption:
         return self.gmu_restart
 
 
+
+def longest_prompt(max_model_len: int) -> int:
+    """The longest prompt vLLM accepts at `max_model_len` (tokens): one shorter, so at least one token is generated
+    (v1/engine/input_processor.py refuses a prompt as long as max_model_len)."""
+    return max(1, max_model_len - 1)
+
 def plan(d: Deployment, c: Coefficients, tokens: int, mtp_tokens: int = 2) -> list[PlanOption]:
     """For each configuration, fastest first: the smallest GMU at which `tokens` start (first boot and
     restart), whether a prompt of that length serves there, and the verdict at the GMU it would run. Where vLLM's
@@ -60,7 +66,7 @@ def plan(d: Deployment, c: Coefficients, tokens: int, mtp_tokens: int = 2) -> li
 
 
 def _has_workspace(d: Deployment, c: Coefficients, tokens: int, w) -> bool:
-    p = predict(d.with_(compile_cache="warm"), c, w, prompt_tokens=tokens)
+    p = predict(d.with_(compile_cache="warm"), c, w, prompt_tokens=longest_prompt(tokens))
     return any(t.stage == "first" and t.bytes for t in p.runtime.terms)
 
 
@@ -71,7 +77,7 @@ def _option(label: str, dd: Deployment, c: Coefficients, tokens: int, w) -> Plan
     g_f = g_r if eager else min_gmu_for_context(dd.with_(compile_cache="cold"), c, tokens, w)
     serve, answer = None, ""
     if g_r is not None:
-        serve = predict(warm.with_(gmu=g_r), c, w, prompt_tokens=tokens).max_serving_gmu
+        serve = predict(warm.with_(gmu=g_r), c, w, prompt_tokens=longest_prompt(tokens)).max_serving_gmu
     o = PlanOption(label, eager, dd.spec_tokens > 0, g_r, g_f, serve, bool(g_r and serve and serve >= g_r),
                    dd.attention_backend)
     if o.gmu is not None:
@@ -79,7 +85,7 @@ def _option(label: str, dd: Deployment, c: Coefficients, tokens: int, w) -> Plan
         if a.fixed is not None:  # vLLM's default max_num_seqs exceeds the Mamba cache blocks of CUDA graphs
             o.max_num_seqs = a.fixed.restart.deployment.max_num_seqs
             warm = warm.with_(max_num_seqs=o.max_num_seqs)
-        p = predict(warm.with_(gmu=o.gmu), c, w, prompt_tokens=tokens)
+        p = predict(warm.with_(gmu=o.gmu), c, w, prompt_tokens=longest_prompt(tokens))
         answer = p.verdicts["prompt"].answer if p.verdicts and p.starts else "no"
     elif g_r is not None:
         answer = "no"

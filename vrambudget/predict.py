@@ -282,6 +282,8 @@ def predict(d: Deployment, c: Coefficients, w: WeightBytes | None = None,
                         f"lower --gpu-memory-utilization to {max_serving_gmu(d.gpu.total_bytes, b.free_at_start_bytes, warm_up) or 0:.2f}")
     ceiling = min(plan.ceiling, d.model.arch.max_position_embeddings)
     rt = runtime_for(d, c, b, layout, prompt_tokens or max(1, min(ceiling, plan.max_model_len) or 1), f)
+    if prompt_tokens:
+        rt = replace(rt, max_model_len=started_length(plan, d))
     serve_gmu = max_serving_gmu(d.gpu.total_bytes, b.free_at_start_bytes, rt.need_bytes)
     if avail > 0 and not rt.serves:
         terms_txt = " + ".join(f"{t.name} {_gib(t.bytes)}" for t in rt.terms if t.bytes)

@@ -128,6 +128,12 @@ class RuntimeNeed:
     prompt_tokens: int
     held: tuple[Term, ...] = ()
     context: Term | None = None  # the CUDA context, with its spread where it is an estimate
+    max_model_len: int = 0  # the length the server started with (0: not known); vLLM rejects a prompt not below it
+
+    @property
+    def prompt_too_long(self) -> bool:
+        """vLLM refuses a decoder prompt as long as max_model_len or longer (v1/engine/input_processor.py)."""
+        return 0 < self.max_model_len <= self.prompt_tokens
 
     def need_for(self, stage: str = "prompt") -> int:
         wanted = ("first",) if stage == "first" else ("first", "prompt")
@@ -139,7 +145,7 @@ class RuntimeNeed:
 
     @property
     def serves(self) -> bool:
-        return self.margin_bytes >= self.need_bytes
+        return self.margin_bytes >= self.need_bytes and not self.prompt_too_long
 
     @property
     def measured(self) -> bool:
@@ -150,6 +156,9 @@ class RuntimeNeed:
         question = ("serves the first request" if stage == "first" else
                     f"serves a prompt of {self.prompt_tokens:,} tokens")
         spreads = list(self.held) + [t for t in self.terms if t.stage in wanted]
+        if stage != "first" and self.prompt_too_long:
+            return Verdict(question, "no", self.margin_bytes - self.need_for(stage), 0, 0,
+                           f"vLLM rejects it: a prompt must be shorter than max_model_len {self.max_model_len:,}")
         return verdict(question, self.margin_bytes - self.need_for(stage), spreads, self.context)
 
 

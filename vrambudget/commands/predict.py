@@ -63,7 +63,7 @@ def predict(opts: DeploymentOptions, **own: Any) -> None:
             ax = plots.budget_bars([("this", p)] + variants(d, c),
                                    title=f"{d.model.ref} on {d.gpu.name}, GMU {d.gmu:.2f}")
             echo(f"plot: {plots.save(ax, plot)}", err=True)
-        if cannot_start_at_all(p):
+        if not p.starts or (prompt_tokens and not p.runtime.serves):  # exit 0 only where vLLM starts (and serves)
             raise Exit(EXIT_NO)
 
     run_safely(go)

@@ -226,7 +226,8 @@ def verdict_lines(p: Prediction, same: bool = True) -> list[str]:
                + (f": {label[0]}'s workspaces ({label[1]}, {ws.bytes / GiB:.2f} GiB) arrive with it" if ws else "")
                + (f"; {first.deciding}" if first.deciding else "") + ".")
     prompt = v["prompt"]
-    sg = f"; highest GMU that serves it: {p.max_serving_gmu:.2f}" if p.max_serving_gmu else "; no GMU serves it"
+    sg = ("" if rt.prompt_too_long else f"; highest GMU that serves it: {p.max_serving_gmu:.2f}" if p.max_serving_gmu
+          else "; no GMU serves it")
     out.append(f"A {rt.prompt_tokens:,}-token prompt: {prompt.answer.upper()}, {_band(prompt)}"
                + (f"; {prompt.deciding}" if prompt.deciding else "") + sg + ".")
     if ws and (first.answer != "yes" or prompt.answer != "yes"):
