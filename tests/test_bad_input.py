@@ -36,6 +36,21 @@ class Case:
     env: dict[str, str] = field(default_factory=dict)
 
 
+def _qwen3(key: str, raw: str) -> str:
+    """The bundled Qwen3-8B config with `key` set to the literal JSON text `raw` (1e400, NaN, -8 ...)."""
+    from vrambudget.model.checkpoint import bundled_models
+
+    cfg = dict(bundled_models()["qwen3-8b"]["config"], architectures=["Qwen3ForCausalLM"])
+    cfg[key] = "@@"
+    return json.dumps(cfg).replace('"@@"', raw)
+
+
+def _record(**changes) -> str:
+    """A real probe record (lab p1, RTX 3090 simulated on an H100) as one JSON line, with `changes`."""
+    rec = json.loads((FIX / "lab-vllm-0.20.2-h100" / "p1" / "records.jsonl").read_text().splitlines()[0])
+    return json.dumps({**rec, **changes})
+
+
 def st(header: object, data: bytes = b"", length: int | None = None) -> bytes:
     """A safetensors file: its 8-byte header length (or a lying `length`), the header, then `data`."""
     raw = header if isinstance(header, bytes) else json.dumps(header).encode()
@@ -285,6 +300,39 @@ CASES = [
          env={"VRAMBUDGET_HOME": "{tmp}/home"}),
     Case("probe-runs-dir-a-file", ["probe", "--gpu", "rtx3090", "--model", "qwen3.5-9b", "--runs-dir", "{tmp}/runs"],
          ("runs",), {"runs": "a file"}),
+    # issue 36: numbers and files from outside, bounded
+    *[Case(f"config-{key}-{label}", ["predict", "--gpu", "h100", "-m", "{tmp}/m"], (key.split(".")[-1],),
+           {"m/config.json": _qwen3(key, raw)})
+      for key, label, raw in (("num_hidden_layers", "1e400", "1e400"), ("num_hidden_layers", "NaN", "NaN"),
+                              ("num_hidden_layers", "1e9", "1000000000"), ("hidden_size", "negative", "-4096"),
+                              ("num_key_value_heads", "fraction", "2.5"), ("vocab_size", "infinity", "Infinity"),
+                              ("num_experts", "negative", "-8"), ("head_dim", "huge", "99999999999999999"),
+                              ("architectures", "number", "7"), ("num_attention_heads", "string", '"many"'))],
+    Case("config-nested-deep", ["predict", "--gpu", "h100", "-m", "{tmp}/m"], ("nests deeper",),
+         {"m/config.json": "[" * 5000 + "]" * 5000}),
+    Case("config-not-utf8", ["predict", "--gpu", "h100", "-m", "{tmp}/m"], ("config.json",),
+         {"m/config.json": b"\xff\xfe\xfa\x00{garbage"}),
+    Case("config-a-device", ["predict", "--gpu", "h100", "-m", "{tmp}/m"], ("not a regular file",),
+         {"m/x": lambda t: (t / "m" / "config.json").symlink_to("/dev/zero")}),
+    Case("log-a-device", ["explain", "/dev/zero"], ("not a regular file",)),
+    Case("model-name-100k", ["predict", "-m", "x" * 100_000], ("--model", "characters long")),
+    Case("gpu-name-newline", ["predict", "--gpu", "rtx4090\nrm -rf"], ("--gpu", "control characters")),
+    Case("records-gpu-key-path", ["fit", "{tmp}/r.jsonl"], ("GPU key",),
+         {"r.jsonl": lambda t: (t / "r.jsonl").write_text(_record(gpu_key="../../escape") + "\n")}),
+    Case("records-nan", ["fit", "{tmp}/r.jsonl", "--gpu", "h100"], ("line 1",),
+         {"r.jsonl": lambda t: (t / "r.jsonl").write_text(
+             _record().replace('"available_kv_gib": 4.55', '"available_kv_gib": NaN') + "\n")}),
+    Case("records-negative", ["fit", "{tmp}/r.jsonl", "--gpu", "h100"], ("record",),
+         {"r.jsonl": lambda t: (t / "r.jsonl").write_text(
+             _record().replace('"requested_bytes": ', '"requested_bytes": -') + "\n")}),
+    Case("servecmd-margin-negative", ["serve-cmd", "--gpu", "h100", "-m", "qwen3-8b", "--margin=-5%"], ("--margin",)),
+    Case("servecmd-port", ["serve-cmd", "--gpu", "h100", "-m", "qwen3-8b", "--port", "99999"], ("--port",)),
+    Case("servecmd-checkpoint-newline", ["serve-cmd", "--gpu", "h100", "-m", "qwen3-8b", "--format", "systemd",
+                                         "--checkpoint", "/m\nExecStartPre=/bin/evil"], ("--checkpoint",)),
+    Case("probe-timeout-nan", ["probe", "--gpu", "h100", "-m", "qwen3.5-9b", "--runs-dir", "{tmp}/runs",
+                               "--startup-timeout", "nan"], ("--startup-timeout",)),
+    Case("probe-timeout-negative", ["probe", "--gpu", "h100", "-m", "qwen3.5-9b", "--runs-dir", "{tmp}/runs",
+                                    "--startup-timeout", "-1"], ("--startup-timeout",)),
 ]
 
 

@@ -51,7 +51,9 @@ def test_target_context_gives_smallest_gmu_that_starts():
 def test_unknown_gpu_lists_catalog_in_one_line():
     r = run("predict", "--gpu", "rtx9999")
     assert r.exit_code == 2
-    assert r.output.count("\n") == 1 and "rtx4060ti" in r.output and "Traceback" not in r.output
+    assert r.output.count("\n") == 1 and "`vrambudget gpus` lists the" in r.output and "Traceback" not in r.output
+    r = run("predict", "--gpu", "rtx 4090x")  # a typo: the closest cards
+    assert r.exit_code == 2 and "did you mean rtx4090 (NVIDIA GeForce RTX 4090, 23.64 GiB)" in r.output
 
 
 def test_model_that_cannot_fit_says_by_how_much():

@@ -183,7 +183,7 @@ def test_failures_are_classified(sim, tmp_path, fault, outcome):
 
 def test_hang_times_out_and_is_stopped(sim, tmp_path):
     truth = sim(faults={"hang": True})
-    p, _ = prober(tmp_path, deployment(), timeout=4)
+    p, _ = prober(tmp_path, deployment(), timeout=0.8)
     out = p.bisect()
     assert out["failed"] == "timed_out"
     for s in starts(truth):

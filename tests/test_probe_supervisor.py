@@ -46,7 +46,7 @@ def _wait_for_start(t: dict, timeout: float = 30.0) -> dict:
 
 def test_a_port_answering_garbage_times_out_and_leaves_no_process(truth, tmp_path):
     t = truth(not_http=True)
-    p, _ = prober(tmp_path, deployment(), timeout=2)
+    p, _ = prober(tmp_path, deployment(), timeout=0.8)
     out = p.bisect()  # http.client.BadStatusLine on every health check: treated as "not ready yet"
     assert out["failed"] == "timed_out" and out["startups"] >= 1
     for s in starts(t):

@@ -52,9 +52,10 @@ def _features(fe: Any) -> Features | None:
         f = msgspec.convert(fe, Features, strict=False)
     except (msgspec.ValidationError, TypeError):
         return None
-    numbers = [v for k, v in vars(f).items() if isinstance(v, int) and not isinstance(v, bool)]
+    numbers = [v for k, v in vars(f).items() if isinstance(v, int) and not isinstance(v, bool)
+               and k != "moe_workspace_bytes"]
     numbers += list(f.graph_sizes)
-    if any(not -1 <= v < 1024 * _TiB for v in numbers) or f.tp < 1:
+    if any(not 0 <= v < 1024 * _TiB for v in numbers) or f.tp < 1 or not -1 <= f.moe_workspace_bytes < 1024 * _TiB:
         return None
     return f
 

@@ -111,6 +111,8 @@ PATTERNS: dict[str, re.Pattern[str]] = {
     "usage_new": re.compile(r"Actual usage is ([0-9.]+) GiB for consumed memory \(weights \+ non-torch\), "
                             r"([0-9.]+) GiB for peak activation, and ([0-9.]+) GiB for CUDAGraph memory"),
 }
+# any of PATTERNS (one search per line decides whether the line is worth trying each of them)
+ANY_PATTERN = re.compile("|".join(f"(?:{p.pattern})" for p in PATTERNS.values()))
 OOM = re.compile(r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory")
 CRASH = re.compile(r"Traceback \(most recent call last\)|Engine core initialization failed|EngineCore failed to start")
 READY = re.compile(r"Application startup complete|Starting vLLM API server|init engine \(profile, create kv cache")
@@ -263,7 +265,7 @@ def parse_log(text: str) -> LogFacts:
         w = _WORKER.search(line)
         if w:
             workers.add(w.group(1))
-        for key, pat in PATTERNS.items():
+        for key, pat in (PATTERNS.items() if ANY_PATTERN.search(line) else ()):
             m = pat.search(line)
             if not m:
                 continue

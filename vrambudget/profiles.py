@@ -96,7 +96,8 @@ def _finite(obj: Any) -> Any:
 
 
 def append_jsonl_atomic(path: Path, record: dict[str, Any]) -> None:
-    """Append one JSON line with a single O_APPEND write and fsync (a crash loses no earlier line)."""
+    """Append one JSON line with a single O_APPEND write: other writers' lines never interleave with it, and a crash
+    can tear only the last line (read_jsonl skips a torn last line)."""
     line = (json.dumps(_finite(record), sort_keys=False, allow_nan=False) + "\n").encode()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -105,7 +106,6 @@ def append_jsonl_atomic(path: Path, record: dict[str, Any]) -> None:
         raise _cannot_write(path, e) from None
     try:
         os.write(fd, line)
-        os.fsync(fd)
     finally:
         os.close(fd)
 

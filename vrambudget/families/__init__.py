@@ -59,4 +59,11 @@ def read_config(cfg: Any, name: str) -> Any:
         raise UserError(f"{name}: {str(archs[0])[:80]} (model_type {str(model_type)[:40]}) is not a family vrambudget "
                         f"plans: its layers' memory is not modelled, and it is refused rather than planned as dense "
                         f"attention (supported: `vrambudget models --families`)")
-    return f.read(cfg, name)
+    try:
+        return f.read(cfg, name)
+    except KeyError as e:  # a field its family needs is missing (a cut or hand-edited config)
+        raise UserError(f"config.json of {name} lacks {e.args[0]!r}, which a {f.name} config has; the file is "
+                        "damaged or not this model's config") from None
+    except (TypeError, ValueError, AttributeError, IndexError, ZeroDivisionError, OverflowError) as e:
+        raise UserError(f"config.json of {name}: a field a {f.name} config holds has the wrong type or value "
+                        f"({type(e).__name__}: {str(e)[:100]}); the file is damaged") from None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -72,16 +73,56 @@ def _aliases() -> dict[str, str]:
     return out
 
 
+@lru_cache(maxsize=1)
+def _ambiguous() -> dict[str, list[str]]:
+    data = read_json(bundled_dir() / "gpus.json").get("ambiguous", {})
+    return {_norm(k): v for k, v in data.items() if not k.startswith("_")}
+
+
+def _marketing_gb(g: GPU) -> int:
+    """The memory a card is sold with, in GB as its name says (24 for a 4090): nvidia-smi's MiB / 1024, else the
+    CUDA total rounded up."""
+    return round(g.memory_mib / 1024) if g.memory_mib else math.ceil(g.total_gib)
+
+
+def _listed(keys: list[str]) -> str:
+    return ", ".join(f"{k} ({catalog()[k].name}, {catalog()[k].total_gib:.2f} GiB)" for k in keys)
+
+
+def _key(n: str) -> str | None:
+    return _aliases().get(n) or _aliases().get(n.replace("rtx", ""))
+
+
 def lookup(name: str) -> GPU:
-    """A catalog GPU by key, alias or marketing name ('4060ti', 'RTX 4090', 'h100-80gb')."""
+    """A catalog GPU by key, alias or marketing name, in any case and spelling ('4060ti', 'RTX 4090', 'rtx-4090',
+    '4090 24GB', 'A100-80G'). A name that fits several cards ('A100') is refused with the cards it fits; an unknown
+    one gets the closest names ('did you mean')."""
+    import difflib
+
     from ..inputs import check_name
 
     check_name(name, "--gpu")
-    key = _aliases().get(_norm(name)) or _aliases().get(_norm(name).replace("rtx", ""))
+    n = _norm(name)
+    several = _ambiguous().get(n) or _ambiguous().get(n.replace("rtx", ""))
+    if several:
+        raise UserError(f"--gpu {name!r} fits {len(several)} cards: {_listed(several)}; give one of them")
+    key = _key(n)
+    bare = re.sub(r"gb?$", "", n) if key is None and re.search(r"\dgb?$", n) else ""
+    for digits in (2, 3, 1):  # '4090 24GB': the card named before the memory, if its memory is that
+        card_key = _key(bare[:-digits]) if len(bare) > digits else None
+        if card_key:
+            card, gb = catalog()[card_key], int(bare[-digits:])
+            if abs(_marketing_gb(card) - gb) > 2:
+                raise UserError(f"--gpu {name!r}: the {card.name} has {_marketing_gb(card)} GB, not {gb}; "
+                                "`vrambudget gpus` lists the catalog's cards")
+            key = card_key
+            break
     if key is None:
-        known = ", ".join(sorted(catalog()))
-        raise UserError(f"unknown GPU {name!r}: not in the catalog (`vrambudget gpus`: {known}); or --gpu auto to "
-                        "read this machine's, or --gpu-memory 23.5GiB for another card")
+        close = list(dict.fromkeys(_aliases()[a] for a in difflib.get_close_matches(n, list(_aliases()), n=6,
+                                                                                     cutoff=0.6)))[:3]
+        hint = f"did you mean {_listed(close)}? " if close else ""
+        raise UserError(f"unknown GPU {name[:60]!r}: {hint}`vrambudget gpus` lists the {len(catalog())} cards of "
+                        "the catalog; or --gpu auto to read this machine's, or --gpu-memory 23.5GiB for another card")
     return catalog()[key]
 
 

@@ -137,7 +137,7 @@ def _local(path: Path) -> ModelSource:
     if path.is_file():
         raise UserError(f"{path} is a file: --model takes the model's folder (the one holding config.json)")
     cfg_path = path / "config.json"
-    if not cfg_path.is_file():
+    if not cfg_path.exists():
         raise UserError(f"{path} has no config.json; point --model at a model folder")
     cfg = read_json(cfg_path, nonfinite=True)
     if not isinstance(cfg, dict):

@@ -9,6 +9,7 @@ import re
 import subprocess
 import threading
 import time
+import urllib.error
 from typing import Any, Callable
 
 from .server import _NO_ANSWER, GpuWatch, ServerProcess
@@ -49,7 +50,7 @@ def stalled(log: str, seconds: float, interval: float = 10.0) -> bool:
 def token_ids(n: int, seed: int, vocab: int) -> list[int]:
     """`n` prompt token ids, reproducible from `seed`, away from the vocabulary's special ends."""
     rng = random.Random(seed)
-    return [rng.randrange(1000, max(1001, vocab - 1000)) for _ in range(n)]
+    return rng.choices(range(1000, max(1001, vocab - 1000)), k=n)
 
 
 class Verifier:
@@ -66,7 +67,7 @@ class Verifier:
         before = self.gpu.used_bytes()
         log_mark = len(srv.log_text())
         t0 = time.monotonic()
-        res: dict[str, Any] = {"ok": True, "err": None, "usage": {}}
+        res: dict[str, Any] = {"ok": True, "err": None, "usage": {}, "answered": True}
         model = srv.served_model() or self.model()
 
         def call() -> None:
@@ -74,6 +75,7 @@ class Verifier:
                 res["usage"] = srv.complete(ids, max_tokens, model, self.request_timeout).get("usage", {})
             except (*_NO_ANSWER, AttributeError) as e:  # not HTTP, not JSON, not an object
                 res["ok"], res["err"] = False, f"{type(e).__name__}: {str(e)[:300]}"
+                res["answered"] = isinstance(e, urllib.error.HTTPError)  # an HTTP error status: the server lives
 
         peak = PeakWatch(self.gpu)
         worker = threading.Thread(target=call, daemon=True)
@@ -89,7 +91,7 @@ class Verifier:
                 break
         peak.stop()
         died = srv.proc is not None and srv.proc.poll() is not None
-        if not res["ok"] and not died and srv.proc is not None:
+        if not res["answered"] and not died and srv.proc is not None:
             # a dropped connection is how a dying server answers: give its exit a moment to land (the race that
             # made a runtime OOM read as "server alive" one run in five)
             try:
