@@ -45,4 +45,4 @@ def test_the_catalog_has_40_sourced_cards():
         assert g.source and g.total_bytes > 4 << 30 and g.sms, g.key
         # each total names where it comes from: a measurement, a public figure's reference, or the estimate's basis
         assert any(ref in g.source for ref in ("measured", "estimate", "find_string", "search tool", "github",
-                                               "http", "fixtures/")), (g.key, g.source[:80])
+                                               "http", "fixtures/", "total capacity of", "vLLM log")), (g.key, g.source[:80])
