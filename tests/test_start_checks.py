@@ -60,7 +60,7 @@ def test_every_lab_refusal_is_predicted_with_its_blocks_within_the_band(log):
 
 def test_the_readme_main_command_is_refused_and_answered_with_the_fix():
     r = run("predict", "--gpu", "4060ti", "--mtp", "--gmu", "0.95")
-    lines = r.output.splitlines()
+    lines = r.output.splitlines()[1:]  # after the line naming the model, GPU and version
     assert r.exit_code == 1
     assert lines[0].startswith("Does not start at any max_model_len: vLLM refuses: \"max_num_seqs (256) exceeds")
     assert lines[1].startswith("Fix: --max-num-seqs ") and "--enforce-eager" in lines[1]

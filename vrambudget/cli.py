@@ -97,6 +97,14 @@ def main() -> None:
 
     def run() -> None:
         argv = mtp_default(sys.argv[1:])
+        if argv[:1] in (["--version"], ["-V"]):
+            from . import __version__
+            from .vllm_rules import RULES, _key
+
+            known = sorted(RULES, key=_key)
+            print(f"vrambudget {__version__} (plans vLLM {known[0]} to {known[-1]}.x; `vrambudget --help` lists the "
+                  "commands)")
+            return
         if fast(argv):
             return
         sys.argv[1:] = argv

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from .coefficients import Coefficients
 from .deployment import Deployment
+from .errors import UserError
 from .budget import weight_bytes
 from .predict import answer as answer_for
 from .predict import min_gmu_for_context, predict
@@ -100,7 +101,8 @@ def best(options: list[PlanOption]) -> PlanOption | None:
 
 
 def what_would(d: Deployment, c: Coefficients, tokens: int) -> str:
-    """Where nothing serves `tokens`: which change would (fp8 KV, another catalog GPU, a 4-bit checkpoint, TP 2)."""
+    """Where nothing serves `tokens`: which checked change would (fp8 KV, a bigger catalog GPU, TP 2 on two of these
+    cards), each with the GMU at which it starts eager; nothing is proposed that was not planned."""
     from .hardware.catalog import catalog
 
     ideas = []
@@ -114,8 +116,13 @@ def what_would(d: Deployment, c: Coefficients, tokens: int) -> str:
         if gm:
             ideas.append(f"--gpu {g.key} (eager at GMU {gm:.2f})")
             break
-    if d.model.arch.quantization is None:
-        ideas.append("a 4-bit checkpoint (AWQ/GPTQ/NVFP4: point --model at it)")
-    if d.tp == 1:
-        ideas.append("--tensor-parallel-size 2 on two cards")
-    return "Would: " + "; ".join(ideas) + "."
+    if d.tp == 1 and d.model.arch.num_attention_heads % 2 == 0:
+        try:
+            gt = min_gmu_for_context(d.with_(tp=2, enforce_eager=True), c, tokens)
+        except UserError:  # the model does not split over two ranks
+            gt = None
+        if gt:
+            ideas.append(f"--tensor-parallel-size 2 on two {d.gpu.name} (eager at GMU {gt:.2f})")
+    if not ideas:
+        return "No change vrambudget checked (fp8 KV cache, a bigger catalog GPU, two of these cards) serves it."
+    return "Would (each checked): " + "; ".join(ideas) + "."

@@ -49,6 +49,11 @@ class DeploymentOptions:
 
         return replace(self, **changes)
 
+    def defaulted(self) -> tuple[str, ...]:
+        """The choices the user left to vrambudget's defaults (said on the answer's first line)."""
+        return tuple(k for k in ("model", "gpu") if getattr(self, k) is None
+                     and not (k == "gpu" and self.gpu_memory))
+
     def build(self):
         """(Deployment, Coefficients) for these options; a UserError names what is wrong."""
         return build(self)

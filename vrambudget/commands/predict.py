@@ -27,7 +27,7 @@ def predict(opts: DeploymentOptions, **own: Any) -> None:
     available_kv_gib, json_out = own["available_kv_gib"], own["json_out"]
 
     def go() -> None:
-        from ..output.render import kv_only_text, prediction_text
+        from ..output.render import kv_only_text, prediction_text, subject_line
         from ..predict import answer, answer_json, cannot_start_at_all, kv_only, min_gmu_for_context
         from ..predict import predict as run
         from ..units import parse_tokens
@@ -55,6 +55,7 @@ def predict(opts: DeploymentOptions, **own: Any) -> None:
         if json_out:
             emit_json({**p.to_json(), **answer_json(ans)})
         else:
+            echo(subject_line(d, opts.defaulted()))
             echo(prediction_text(p, ans))
         if plot:
             from ..output import plots

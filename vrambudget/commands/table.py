@@ -53,7 +53,9 @@ def table(opts: DeploymentOptions, **own: Any) -> None:
             emit_json({**t, "target_context": tokens, "min_gmu": target, "min_gmu_first_boot": target_first,
                        "inputs": d.inputs()})
         else:
-            echo(f"{d.model.ref} on {d.gpu.name}, {d.version_label}, KV {d.kv_cache_dtype}")
+            from ..output.render import subject_line
+
+            echo(f"{subject_line(d, opts.defaulted())} KV {d.kv_cache_dtype}")
             echo(table_text(t, target, tokens, target_first))
         if plot:
             from ..output import plots

@@ -223,6 +223,12 @@ def resolve_model(ref: str | None) -> ModelSource:
     if ref.startswith((".", "/", "~")) or os.sep + os.sep in ref:
         raise UserError(f"--model {ref!r}: no such folder; give a model folder (with its config.json), a Hugging Face "
                         "id (owner/name) or a bundled profile (`vrambudget models`)")
+    by_id = {str(m.get("hf_id", "")).lower(): name for name, m in bundled.items() if m.get("hf_id")}
+    if ref.lower() in by_id:  # a bundled profile's Hugging Face id: answered offline, from the profile
+        name = by_id[ref.lower()]
+        m = bundled[name]
+        return ModelSource(arch_from_config(m["config"], name), "bundled", name,
+                           f"{m['description']} (the bundled profile of {m['hf_id']})")
     if "/" in ref and not ref.startswith((".", "/")):
         return _hub(ref)
     raise UserError(f"unknown model {ref!r}: not a bundled profile ({', '.join(bundled)}), "

@@ -18,6 +18,15 @@ def g(n: float) -> str:
     return f"{n / GiB:.2f}"
 
 
+def subject_line(d: Any, defaulted: tuple[str, ...] = ()) -> str:
+    """The answer's first line: the model, the GPU and the vLLM version it is for; a default the user did not choose
+    (the model, the GPU) is said, with the flag that changes it."""
+    said = {"model": "the default model: -m names yours", "gpu": "the default GPU: --gpu names yours"}
+    notes = [said[k] for k in defaulted if k in said]
+    return (f"For {d.model.ref} on {d.gpu.name} ({d.gpu.total_gib:.2f} GiB), {d.version_label}"
+            + (f" [{'; '.join(notes)}]" if notes else "") + ":")
+
+
 def header(p: Prediction) -> str:
     d = p.deployment
     a = d.model.arch
@@ -49,7 +58,7 @@ def budget_table(p: Prediction) -> str:
     b, d = p.budget, p.deployment
     q = d.model.arch.quantization
     wsrc = ("safetensors headers (exact)" if b.weights_source == "safetensors" else
-            f"config shapes{' + ' + str(q.get('quant_method')) + ' ' + str(q.get('bits', '')) + '-bit' if q else ' x ' + d.model.arch.dtype}")
+            f"config shapes{' + ' + _quant_words(q) if q else ' x ' + d.model.arch.dtype}")
     rows: list[list[Any]] = [
         ["budget = ceil(total x GMU)", g(b.requested_bytes), f"{d.gpu.total_bytes:,} B x {gmu_flag(d.gmu)}"],
         ["weights (target)", g(b.weights_bytes), f"{wsrc} + load overhead" + (
@@ -259,13 +268,21 @@ def backend_advice(p: Prediction, ws) -> str:
     return "; ".join(ways) + "."
 
 
+def _quant_words(q: dict) -> str:
+    """A quantization config in a few words: 'awq 4-bit', 'fp8' (no bits where the config states none)."""
+    bits = q.get("bits") or q.get("weight_bits")
+    return f"{q.get('quant_method', 'quantized')}" + (f" {bits}-bit" if bits else "")
+
+
 def runtime_table(p: Prediction) -> str:
     rt = p.runtime
     if rt is None:
         return ""
     rows = [[t.name, g(t.bytes), ("measured: " if t.measured else "") + _short(t.source)]
             for t in [*rt.held, *rt.terms]]
-    rows += [["= needed outside the budget", g(rt.need_bytes), f"a {rt.prompt_tokens:,}-token prompt"],
+    net = ("= needed outside the budget" if rt.need_bytes >= 0 else
+           "= freed outside the budget (vLLM releases more after startup than the prompt takes)")
+    rows += [[net, g(rt.need_bytes), f"a {rt.prompt_tokens:,}-token prompt"],
              ["left outside the budget", g(rt.margin_bytes), "free at start - budget"]]
     return tabulate(rows, headers=["after startup", "GiB", "from"], tablefmt="simple", disable_numparse=True)
 
