@@ -29,6 +29,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
+FILES = (README, ROOT / "docs" / "accuracy.md")  # every file whose command blocks are regenerated
 MARKER = re.compile(r"^<!-- (run|output)(, first (\d+) lines)?: vrambudget (.+?) -->\n```[a-z]*\n.*?^```\n",
                     re.M | re.S)
 
@@ -88,19 +89,21 @@ def drifted(text: str) -> list[str]:
 
 def main() -> int:
     sys.path.insert(0, str(ROOT))
-    text = README.read_text()
-    if "--check" in sys.argv:
-        stale = drifted(text)
-        for cmd in stale:
-            print(f"README block drifted: {cmd} (python docs/readme.py regenerates it)")
-        return 1 if stale else 0
-    new = render(text)
-    if new != text:
-        tmp = README.with_suffix(".md.tmp")
-        tmp.write_text(new)
-        tmp.replace(README)
-    print(f"{len(MARKER.findall(text))} blocks; README.md {'rewritten' if new != text else 'unchanged'}")
-    return 0
+    stale_any = False
+    for path in FILES:
+        text = path.read_text()
+        if "--check" in sys.argv:
+            for cmd in drifted(text):
+                stale_any = True
+                print(f"{path.name} block drifted: {cmd} (python docs/readme.py regenerates it)")
+            continue
+        new = render(text)
+        if new != text:
+            tmp = path.with_suffix(".md.tmp")
+            tmp.write_text(new)
+            tmp.replace(path)
+        print(f"{len(MARKER.findall(text))} blocks; {path.relative_to(ROOT)} {'rewritten' if new != text else 'unchanged'}")
+    return 1 if stale_any else 0
 
 
 if __name__ == "__main__":

@@ -24,10 +24,12 @@ def executed(tmp_path_factory):
     out = tmp_path_factory.mktemp("nb") / "out.json"
     records = FIXTURES / "probe-vllm-0.20.2-h200" / "p9b" / "records.jsonl"
     mp = pytest.MonkeyPatch()
-    mp.setenv("VRAMBUDGET_NB_OUT", str(out))
-    mp.setenv("VRAMBUDGET_RECORDS", str(records))
     mp.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
     nb = nbformat.read(ROOT / "notebooks" / "ceiling_tables.ipynb", as_version=4)
+    # the settings are the first code cell (tagged 'parameters'): set them as a user would, run headless
+    settings = next(c for c in nb.cells if c.cell_type == "code")
+    assert "parameters" in settings.metadata.get("tags", []) and settings.source.startswith("# Settings")
+    settings.source += f"\nVLLM = '0.20.2'\nRECORDS = [{str(records)!r}]\nOUT = {str(out)!r}\n"
     NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}}).execute()
     mp.undo()
     return nb, json.loads(out.read_text())
