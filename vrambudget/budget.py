@@ -163,6 +163,11 @@ class Features:
     mxfp4_moe_layers: int = 0  # layers whose experts are MXFP4 (their load keeps a measured extra)
     mla_heads: int = 0  # query heads per rank of an MLA model (its prefill's per-head K and V), 0 without MLA
     sampler_fp32_pass: bool = False  # V2's dummy sampler also runs real sampling parameters (vLLM 0.33)
+    sampler_runs: bool = True  # the dummy sampler runs here (pipeline parallel: on the last stage only)
+    # pipeline parallel, a stage after the first: the intermediate tensors it receives (hidden states and residual,
+    # max_num_batched_tokens x hidden each, model dtype), kept from the profile run on (model_executor/models/utils.py
+    # make_empty_intermediate_tensors_factory), bytes
+    intermediate_bytes: int = 0
 
 
 def backend_for(d: Deployment) -> Backend:
@@ -215,7 +220,8 @@ def features(d: Deployment, w: WeightBytes | None = None) -> Features:
             d.runner == "v1" or d.rules.v2_graph_estimate_in_budget),
         backend_bytes=backend.profiled_bytes, moe=a.moe is not None, weights_include_buffers=True,
         runner=d.runner, graph_sizes=sizes, layers=a.num_layers, logits_bytes=dtype_bytes(a.dtype),
-        sampler_fp32_pass=d.rules.v2_sampler_fp32_pass,
+        sampler_fp32_pass=d.rules.v2_sampler_fp32_pass, sampler_runs=d.pp_last,
+        intermediate_bytes=0 if d.pp_first else 2 * d.max_num_batched_tokens * a.hidden_size * dtype_bytes(a.dtype),
         moe_workspace_bytes=kept_moe_workspace_bytes(d), mxfp4_moe_layers=mxfp4_moe_layers(a),
         mla_heads=a.num_attention_heads // d.tp if a.uses_mla else 0)
 
@@ -376,8 +382,8 @@ def language_model_peak(f: Features, c: Coefficients) -> float:
     """profile_run's torch peak increase for the language model (bytes): the base plus the forward's and the
     sampler's peaks, the larger of the two where they do not overlap (activation_peaks_overlap = 0: vLLM
     0.20.2 and 0.26.0 logs) and their sum where a profile says they do."""
-    fw, sp = forward_peak(f, c), sampler_peak(f, c)
-    return c["activation_base_bytes"] + (fw + sp if peaks_add(c) else max(fw, sp))
+    fw, sp = forward_peak(f, c), sampler_peak(f, c) if f.sampler_runs else 0.0
+    return c["activation_base_bytes"] + f.intermediate_bytes + (fw + sp if peaks_add(c) else max(fw, sp))
 
 
 def peaks_add(c: Coefficients) -> bool:

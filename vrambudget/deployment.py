@@ -127,6 +127,15 @@ class Deployment:
     dtype_flag: str = "auto"  # --dtype as given (the resolved dtype is model.arch.dtype)
     lora: LoraSlots | None = None  # --enable-lora: slots allocated at load (model/lora.py)
     max_num_seqs_given: bool = True  # False: vLLM's default, which plan/table/serve-cmd may lower (and say so)
+    # a pipeline-parallel stage (parallel.py): whether it is the first / the last (the sampler runs on the last; every
+    # later stage keeps the intermediate tensors it receives); one GPU: both
+    pp_first: bool = True
+    pp_last: bool = True
+    # several GPUs (parallel.py): pipeline stages, data-parallel engines, expert parallel, one card per rank
+    pp: int = 1
+    dp: int = 1
+    expert_parallel: bool = False
+    gpus: tuple = ()  # the cards as listed in --gpu (one: every rank alike)
 
     @property
     def version_label(self) -> str:

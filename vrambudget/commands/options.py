@@ -43,6 +43,9 @@ class DeploymentOptions:
     enable_lora: bool = False
     max_loras: Optional[int] = None
     max_lora_rank: Optional[int] = None
+    pipeline_parallel_size: int = 1
+    data_parallel_size: int = 1
+    enable_expert_parallel: bool = False
 
     def with_(self, **changes: Any) -> "DeploymentOptions":
         from dataclasses import replace
@@ -92,6 +95,13 @@ OPTIONS: dict[str, Opt] = {o.name: o for o in (
     Opt("enable_prefix_caching", ("--enable-prefix-caching",), bool, False, "", off="--no-enable-prefix-caching",
         panel=P),
     Opt("tensor_parallel_size", ("--tensor-parallel-size", "-tp"), int, 1, "Budget per rank.", min=1, panel=P),
+    Opt("pipeline_parallel_size", ("--pipeline-parallel-size", "-pp"), int, 1, "Pipeline stages: one budget per "
+        "stage, the worst decides (models whose layers are one attention kind; VLLM_PP_LAYER_PARTITION is read).",
+        min=1, panel=P),
+    Opt("data_parallel_size", ("--data-parallel-size", "-dp"), int, 1, "Data-parallel engines, each planned alone "
+        "(dense models).", min=1, panel=P),
+    Opt("enable_expert_parallel", ("--enable-expert-parallel",), bool, False, "Expert parallel (not modelled: "
+        "refused).", panel=P),
     Opt("compile_cache", ("--compile-cache",), str, "cold", "cold: first boot of this graph (larger profiling peak); "
         "warm: compiled before and the Triton kernel cache kept; warm-jit: compiled before, but the Triton cache is "
         "gone (a container without a persisted ~/.triton: kernels JIT-compile inside the profile); fresh: the first "
@@ -265,7 +275,12 @@ def build(o: DeploymentOptions):
                   free_at_start_bytes=parse_size(o.free_memory, "--free-memory") if o.free_memory else None)
     flags = replace(flags, **environment())
     src = resolve_model(o.model)
-    gpu = catalog.resolve(o.gpu, o.gpu_memory)
+    cards: tuple = ()
+    if o.gpu and "," in o.gpu:  # one card per rank (parallel.ranks says how many)
+        from ..parallel import gpu_list
+
+        cards = tuple(gpu_list(o.gpu, catalog.lookup))
+    gpu = cards[0] if cards else catalog.resolve(o.gpu, o.gpu_memory)
     if o.simulated_on:
         gpu = catalog.simulated(gpu, catalog.lookup(o.simulated_on), f"--simulated-on {o.simulated_on}")
     for flag, held in (("--other-gpu-usage", flags.other_gpu_bytes), ("--free-memory", flags.free_at_start_bytes)):
@@ -273,7 +288,14 @@ def build(o: DeploymentOptions):
             raise UserError(f"{flag} {held / 2**30:.2f} GiB is not below {gpu.name}'s {gpu.total_gib:.2f} GiB; "
                             "give what the GPU reports (nvidia-smi)")
     choice = choose_version(o.vllm_version)
-    d = resolve(src, gpu, choice.rules, flags).with_(vllm=choice)
+    d = resolve(src, gpu, choice.rules, flags).with_(vllm=choice, pp=o.pipeline_parallel_size,
+                                                     dp=o.data_parallel_size, expert_parallel=o.enable_expert_parallel,
+                                                     gpus=cards)
+    if d.model.arch.moe is not None and (d.dp > 1 or d.expert_parallel):
+        raise UserError("data or expert parallel on a mixture-of-experts model: where vLLM puts the experts "
+                        "(split over TP x DP, or whole experts per rank with EP) is not modelled yet")
+    if d.expert_parallel and d.model.arch.moe is None:
+        raise UserError(f"--enable-expert-parallel: {d.model.ref} has no experts")
     return d, load(choice.rules.version, gpu.key, src.ref)
 
 

@@ -50,6 +50,29 @@ def predict(opts: DeploymentOptions, **own: Any) -> None:
                 echo(f"smallest GMU for max_model_len {tokens:,}: {g:.2f}")
                 echo(prediction_text(run(d.with_(gmu=g, max_model_len=tokens, auto_fit=False), c)))
             return
+        if d.pp > 1 or len(d.gpus) > 1:  # several workers, each its own budget: the worst decides
+            from os import environ
+
+            from ..output.render import ranks_text
+            from ..parallel import plan_ranks, worst
+
+            plans = plan_ranks(d, c, d.pp, list(d.gpus) or [d.gpu], environ.get("VLLM_PP_LAYER_PARTITION"))
+            bad = worst(plans)
+            if json_out:
+                emit_json({**bad.prediction.to_json(), "worst_rank": bad.rank.name, "ranks": [
+                    {"rank": r.rank.name, "gpu": r.rank.gpu.key, "first_layer": r.rank.first_layer,
+                     "layers": r.rank.layers, "budget_bytes": r.prediction.budget.requested_bytes,
+                     "weights_bytes": r.prediction.budget.weights_bytes,
+                     "activation_bytes": r.prediction.budget.activation_bytes,
+                     "available_kv_bytes": r.prediction.budget.available_kv_bytes,
+                     "num_blocks": r.num_blocks, "ceiling": r.prediction.ceiling} for r in plans]})
+            else:
+                echo(subject_line(d, opts.defaulted()))
+                echo(ranks_text(d, plans, bad))
+                echo(prediction_text(bad.prediction))
+            if not bad.prediction.starts:
+                raise Exit(EXIT_NO)
+            return
         ans = answer(d, c, prompt_tokens=parse_tokens(prompt_tokens, "--prompt-tokens") if prompt_tokens else None)
         p = ans.first_boot if d.compile_cache in ("cold", "fresh") else ans.restart
         if json_out:

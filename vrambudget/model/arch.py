@@ -104,6 +104,9 @@ class ModelArch:
     # the decoder layers as layer kinds (vrambudget/layers): what the planner and the weights loop over
     layers: tuple[DecoderLayer, ...] = field(default=(), compare=False)
     mtp_layer: DecoderLayer | None = field(default=None, compare=False)  # one MTP drafter decoder layer
+    # a pipeline stage's share (parallel.stage_arch): the token embedding and the lm_head on this rank or not
+    holds_embedding: bool = True
+    holds_lm_head: bool = True
 
     def attention_shape(self, kind: str) -> tuple[int, int]:
         """(KV heads, head dim) of an attention layer of this kind (FULL or SLIDING), whole model."""

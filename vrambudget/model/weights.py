@@ -202,12 +202,13 @@ def model_tensors(a: ModelArch) -> Iterator[Tensor]:
     vLLM adds at load are `buffer_tensors`."""
     root = "model.language_model" if a.is_multimodal else "model"
     vocab = cdiv(a.vocab_size, VOCAB_PADDING) * VOCAB_PADDING
-    yield Tensor(f"{root}.embed_tokens", vocab, a.hidden_size, linear=False)
+    if a.holds_embedding:
+        yield Tensor(f"{root}.embed_tokens", vocab, a.hidden_size, linear=False)
     for i, layer in enumerate(a.layers):
         yield from decoder_layer_tensors(a, layer, f"{root}.layers.{i}", "model")
     yield from a.extra_tensors
     yield Tensor(f"{root}.norm", a.hidden_size, 1, linear=False)
-    if not a.tie_word_embeddings:
+    if a.holds_lm_head and not a.tie_word_embeddings:
         yield Tensor("lm_head", a.hidden_size, vocab)
 
 

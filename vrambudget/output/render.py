@@ -27,6 +27,21 @@ def subject_line(d: Any, defaulted: tuple[str, ...] = ()) -> str:
             + (f" [{'; '.join(notes)}]" if notes else "") + ":")
 
 
+def ranks_text(d: Any, plans: list, bad: Any) -> str:
+    """Several workers: one row each (its GPU, layers, budget terms, KV blocks, ceiling), then which one decides."""
+    rows = [[r.rank.name + (" <- worst" if r is bad else ""), r.rank.gpu.name,
+             f"{r.rank.first_layer}-{r.rank.first_layer + r.rank.layers - 1}" if r.rank.layers else "-",
+             g(r.prediction.budget.requested_bytes), g(r.prediction.budget.weights_bytes),
+             g(r.prediction.budget.activation_bytes), g(r.prediction.budget.available_kv_bytes),
+             f"{r.num_blocks:,}", f"{r.prediction.ceiling:,}"] for r in plans]
+    table = tabulate(rows, headers=["rank", "GPU", "layers", "budget", "weights", "activation", "KV GiB", "KV blocks",
+                                    "ceiling"], tablefmt="simple", disable_numparse=True)
+    engines = (f"; each of the {d.dp} data-parallel engines plans alone, as here" if d.dp > 1 else "")
+    return (f"{len(plans)} workers (PP {d.pp} x TP {d.tp}){engines}. vLLM gives every worker the fewest KV blocks any "
+            f"has: {bad.rank.name} on {bad.rank.gpu.name} decides ({bad.num_blocks:,} blocks, ceiling "
+            f"{bad.prediction.ceiling:,} tokens).\n{table}\n\nThe deciding worker, {bad.rank.name}, in full:")
+
+
 def header(p: Prediction) -> str:
     d = p.deployment
     a = d.model.arch

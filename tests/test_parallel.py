@@ -1,0 +1,115 @@
+"""Several GPUs (issue 38): vLLM's pipeline split, one budget per worker, the fewest KV blocks decide, mixed cards,
+and what is refused. Checked against vLLM's source (distributed/utils.py get_pp_indices; kv_cache_utils.py
+get_kv_cache_configs) and a public PP=3 log (Qwen3-32B-AWQ on three RTX 2080 Ti 22 GB, vLLM 0.21.0)."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from vrambudget import coefficients
+from vrambudget.cli import app
+from vrambudget.deployment import Flags, resolve
+from vrambudget.errors import UserError
+from vrambudget.hardware.catalog import from_memory, lookup
+from vrambudget.kv.planner import plan_kv
+from vrambudget.model.checkpoint import resolve_model
+from vrambudget.parallel import plan_ranks, pp_partition, ranks, stage_deployment, worst
+from vrambudget.predict import layout_for
+from vrambudget.units import GiB
+from vrambudget.vllm_rules import rules_for
+
+PUBLIC = Path(__file__).parent / "fixtures" / "public-logs" / "multigpu"
+runner = CliRunner()
+
+
+@pytest.mark.parametrize("layers, pp, split", [(61, 4, [15, 15, 16, 15]), (64, 3, [21, 22, 21]),
+                                               (94, 4, [23, 24, 24, 23]), (80, 3, [27, 27, 26]),
+                                               (36, 5, [7, 7, 7, 8, 7]), (3, 4, [1, 1, 1, 0]), (36, 2, [18, 18])])
+def test_vllms_pipeline_split(layers, pp, split):
+    assert pp_partition(layers, pp) == split
+
+
+def test_the_public_pp3_log_splits_and_plans_as_vllm_did():
+    log = (PUBLIC / "pp3-qwen3-32b-awq-2080ti22g-v0.21.0.log").read_text()
+    logged = json.loads(re.search(r"Hidden layers were unevenly partitioned: (\[[\d,]+\])", log).group(1))
+    assert pp_partition(64, 3) == logged == [21, 22, 21]
+    # PP0's own 10.85 GiB over its 21 layers' pages (Qwen3-32B: 8 KV heads x 128, fp16, block 16) is the engine's
+    # KV cache: vLLM logged 135,440 tokens, the fewest blocks of the three workers
+    available = float(re.search(r"Available KV cache memory: ([\d.]+) GiB", log).group(1))
+    tokens = int(re.search(r"GPU KV cache size: ([\d,]+) tokens", log).group(1).replace(",", ""))
+    d = resolve(resolve_model("qwen3-8b"), from_memory(int(21.48 * GiB), "7.5"), rules_for("0.21.0"),
+                Flags(max_model_len=16384, gpu_memory_utilization=0.9))
+    stage = stage_deployment(d, ranks(d, 3, [d.gpu])[0], 3)  # Qwen3-8B has Qwen3-32B's KV shape: 8 x 128
+    assert stage.model.arch.num_layers == 12  # (36 over 3)
+    a = stage.model.arch
+    from dataclasses import replace
+    stage = stage.with_(model=replace(stage.model, arch=replace(a, layers=d.model.arch.layers[:21],
+                                                                  layer_types=d.model.arch.layer_types[:21],
+                                                                  num_layers=21)))
+    plan = plan_kv(layout_for(stage), int(available * GiB), 16384, stage.rules)
+    assert plan.num_blocks * 16 == pytest.approx(tokens, abs=16)
+
+
+def _d(model="qwen3-8b", gpu="h200", **flags):
+    return resolve(resolve_model(model), lookup(gpu), rules_for("0.26.0"),
+                   Flags(**{"gpu_memory_utilization": 0.5, "max_model_len": 32768, "enforce_eager": True, **flags}))
+
+
+def test_each_stage_holds_its_layers_the_embedding_first_the_lm_head_last():
+    d = _d()
+    first, last = (stage_deployment(d, r, 2) for r in ranks(d, 2, [d.gpu]))
+    assert first.model.arch.num_layers == last.model.arch.num_layers == 18
+    assert first.model.arch.holds_embedding and not first.model.arch.holds_lm_head and first.pp_first
+    assert last.model.arch.holds_lm_head and not last.model.arch.holds_embedding and last.pp_last
+    c = coefficients.load("0.26")
+    plans = plan_ranks(d, c, 2, [d.gpu])
+    one = plan_ranks(d, c, 1, [d.gpu])[0]
+    # two stages hold the whole model's weights between them (each its own half of the layers)
+    assert sum(p.prediction.budget.weights_bytes for p in plans) == pytest.approx(
+        one.prediction.budget.weights_bytes, rel=0.02)
+    # the last stage runs the sampler and keeps the intermediate tensors it receives: its peak is the higher
+    assert plans[1].prediction.budget.activation_bytes > plans[0].prediction.budget.activation_bytes
+
+
+def test_mixed_cards_the_smaller_decides():
+    out = runner.invoke(app, ["predict", "-m", "qwen3-8b", "--gpu", "rtx5090,rtx5070ti", "-pp", "2",
+                              "--max-model-len", "16k", "--vllm-version", "0.26.0", "--json"])
+    assert out.exit_code == 0, out.output
+    j = json.loads(out.stdout)
+    assert [r["gpu"] for r in j["ranks"]] == ["rtx5090", "rtx5070ti"] and j["worst_rank"] == "PP1 TP0"
+    five090, ti = j["ranks"]
+    assert ti["num_blocks"] < five090["num_blocks"] and ti["budget_bytes"] < five090["budget_bytes"]
+
+
+def test_tensor_parallel_on_two_different_cards():
+    d = _d("qwen3-8b", "rtx4090", tensor_parallel_size=2, max_model_len=8192)
+    plans = plan_ranks(d, coefficients.load("0.26"), 1, [lookup("rtx4090"), lookup("rtx3090")])
+    assert [p.rank.name for p in plans] == ["PP0 TP0", "PP0 TP1"]
+    assert plans[0].prediction.budget.weights_bytes == plans[1].prediction.budget.weights_bytes
+    assert worst(plans).rank.gpu.key == "rtx4090"  # 23.64 GiB: less than the RTX 3090's 23.69
+
+
+@pytest.mark.parametrize("args, says", [
+    (["-m", "qwen3.5-9b", "--gpu", "h200", "-pp", "2"], "pipeline parallel is planned for models whose layers"),
+    (["-m", "qwen3-8b", "--gpu", "h200,h200,h200", "-pp", "2"], "--gpu lists 3 cards"),
+    (["-m", "qwen3.5-35b-a3b", "--gpu", "h200", "-dp", "2"], "mixture-of-experts"),
+    (["-m", "qwen3-8b", "--gpu", "h200", "--enable-expert-parallel"], "has no experts"),
+    (["-m", "qwen3-8b", "--gpu", "h200", "-pp", "2", "--mtp", "1"], None),
+])
+def test_what_is_not_modelled_is_refused_in_one_line(args, says):
+    r = runner.invoke(app, ["predict", *args])
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1 and r.stderr.startswith("error: ")
+    if says:
+        assert says in r.stderr
+
+
+def test_a_layer_partition_vllm_would_refuse_is_refused(monkeypatch):
+    monkeypatch.setenv("VLLM_PP_LAYER_PARTITION", "10,10")
+    r = runner.invoke(app, ["predict", "-m", "qwen3-8b", "--gpu", "h200", "-pp", "2"])
+    assert r.exit_code == 2 and "VLLM_PP_LAYER_PARTITION" in r.stderr
+    assert pp_partition(32, 2, "12,20") == [12, 20]
+    with pytest.raises(UserError):
+        pp_partition(32, 2, "12,x")
