@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from ..errors import UserError
@@ -191,6 +191,13 @@ def simulated(card: GPU, host: GPU, flag: str = "--simulated-on") -> GPU:
 def resolve(gpu: str | None, gpu_memory: str | None) -> GPU:
     from ..units import parse_size
 
+    if gpu_memory is not None and gpu and gpu.lower() != "auto":  # a card's chip with the memory given (a modded
+        card = lookup(gpu)  # 22 GB RTX 2080 Ti, a total measured on this machine): its SMs, kernels and context model
+        total = parse_size(gpu_memory, "--gpu-memory")
+        if total < GiB:
+            raise UserError(f"--gpu-memory {gpu_memory!r} is less than 1 GiB; write it like 23.5GiB")
+        return replace(card, total_bytes=total, memory_mib=None,
+                       source=f"--gpu-memory as given ({total / GiB:.2f} GiB), on the {card.name}'s chip")
     if gpu_memory is not None:
         return from_memory(parse_size(gpu_memory, "--gpu-memory"))
     if not gpu:
