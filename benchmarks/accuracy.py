@@ -29,7 +29,7 @@ from tabulate import tabulate
 
 from vrambudget.hardware import catalog as gpus
 from vrambudget.errors import UserError
-from vrambudget.explain import available_from_log, compare_file, deployment_from_log
+from vrambudget.explain import available_from_log, compare_file, deployment_from_log, logged_worker
 from vrambudget.logparse import parse_log
 from vrambudget.kv.planner import (ceiling_for, plan_kv, reproduces_within_rounding, rounding_band_blocks,
                                    tokens_within_rounding)
@@ -74,7 +74,9 @@ def group(f, d) -> str:
     """The summary row a log counts in: its vLLM version, GPU kind and, where vLLM has two, the model runner."""
     version = f.vllm_version or d.rules.version
     runner = f" | runner {d.runner.upper()}" if tuple(int(x) for x in version.split(".")[:2]) >= (0, 22) else ""
-    return f"vLLM {version} | {d.gpu.name}{runner}"
+    several = (f" | TP {d.tp}" if d.tp > 1 else "") + (f" | PP {d.pp}" if d.pp > 1 else "") + (
+        f" | DP {d.dp}" if d.dp > 1 else "")
+    return f"vLLM {version} | {d.gpu.name}{runner}{several}"
 
 
 def lab_model(path: Path) -> str | None:
@@ -297,7 +299,7 @@ def main(argv: list[str]) -> int:
             if term == "available KV cache":
                 worst = max(worst, abs(err))
                 by_gpu[key]["errors"].append(abs(err))
-        lay = layout_for(d)
+        lay = layout_for(logged_worker(d))  # with pipeline parallel: the stage whose figures the log prints
         if f.available_kv_gib is not None:
             logged_ceil, pred_ceil, blocks = ceiling_error(lay, d.rules, f.available_kv_gib,
                                                            cmp.prediction.budget.available_kv_bytes,
@@ -310,8 +312,9 @@ def main(argv: list[str]) -> int:
                             "available_kv_predicted_gib": round(cmp.prediction.budget.available_kv_bytes / GiB, 4),
                             "ceiling_from_logged": logged_ceil, "ceiling_predicted": pred_ceil,
                             "ceiling_error_blocks": round(blocks, 2)})
-        if f.kv_cache_tokens is None or f.available_kv_gib is None:
-            continue  # a refused startup: its budget rows above are still compared
+        if f.kv_cache_tokens is None or f.available_kv_gib is None or d.pp > 1:
+            continue  # a refused startup (its budget rows above are still compared); a pipeline's tokens are the
+            # fewest blocks of every stage, and the log prints the first stage's memory only
         mml = f.max_model_len or d.max_model_len
         explicit = f.args.get("max_model_len") not in (None, -1, "-1", "auto")  # no auto-fit length to reproduce
         plan, exact, rounding = plan_verdict(lay, f, mml, d.rules, d.model.arch.max_position_embeddings, explicit)

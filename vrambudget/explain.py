@@ -87,7 +87,25 @@ def deployment_from_log(facts: LogFacts, model: str | None = None, gpu: GPU | No
     if facts.sampler == "flashinfer" and rules.sampler == "sort":  # 0.10.0-0.11.0 with FlashInfer installed
         rules = replace(rules, sampler="kernel")
     d = resolve(src, gpu_from_log(facts, gpu), rules, flags)
+    try:
+        pp, dp = int(facts.args.get("pipeline_parallel_size", 1)), int(facts.args.get("data_parallel_size", 1))
+    except (TypeError, ValueError):
+        raise UserError("the log's non-default args hold a parallel size that is not a number; pass the flags "
+                        "yourself") from None
+    if pp < 1 or dp < 1:
+        raise UserError(f"the log's parallel sizes (pipeline {pp}, data {dp}) are not what vLLM starts with")
+    d = d.with_(pp=pp, dp=dp, expert_parallel=bool(facts.args.get("enable_expert_parallel")))
     return replace(d, int4_kernel=facts.int4_kernel) if facts.int4_kernel else d
+
+
+def logged_worker(d: Deployment) -> Deployment:
+    """The worker whose figures a log states: with pipeline parallel the first stage's (vLLM 0.19+ prints its
+    budget lines from the worker on GPU 0 only); else the deployment itself."""
+    if d.pp == 1:
+        return d
+    from .parallel import ranks, stage_deployment
+
+    return stage_deployment(d, ranks(d, d.pp, [d.gpu])[0], d.pp)
 
 
 @dataclass
@@ -99,7 +117,7 @@ class Comparison:
 
 def compare(facts: LogFacts, d: Deployment, c: Coefficients | None = None) -> Comparison:
     c = c or coeffs.load(d.rules.version, d.gpu.key, d.model.ref)
-    p = predict(d, c)
+    p = predict(logged_worker(d), c)
     b = p.budget
 
     def row(name: str, logged: float | None, predicted_bytes: float) -> tuple[str, float | None, float, float | None]:
@@ -229,9 +247,12 @@ def cross_check(facts: LogFacts, d: Deployment, flags_given: dict | None = None,
     if weights_gib and facts.weights_gib and abs(weights_gib - facts.weights_gib) > max(0.5, 0.25 * facts.weights_gib):
         out.append(f"weights per GPU: the log loaded {facts.weights_gib:.2f} GiB, the deployment read from it "
                    f"predicts {weights_gib:.2f}: is the tensor parallel size (-tp) or the checkpoint (--model) right?")
-    if facts.workers > 1 and facts.workers != d.tp:
-        out.append(f"the log names {facts.workers} worker processes, the deployment has tensor parallel size {d.tp}: "
-                   "pass -tp as it ran (pipeline and data parallel logs are not modelled)")
+    if d.pp > 1:
+        out.append(f"pipeline parallel {d.pp}: the log's budget lines are the first stage's (PP0 TP0, the worker on "
+                   "GPU 0), compared here with that worker's own plan; `vrambudget predict -pp` gives every worker's")
+    if facts.workers > 1 and facts.workers != d.tp * d.pp * d.dp:
+        out.append(f"the log names {facts.workers} worker processes, the deployment has {d.tp * d.pp * d.dp} (TP "
+                   f"{d.tp} x PP {d.pp} x DP {d.dp}): pass -tp as it ran")
     return out
 
 
