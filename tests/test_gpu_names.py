@@ -46,3 +46,22 @@ def test_the_catalog_has_40_sourced_cards():
         # each total names where it comes from: a measurement, a public figure's reference, or the estimate's basis
         assert any(ref in g.source for ref in ("measured", "estimate", "find_string", "search tool", "github",
                                                "http", "fixtures/", "total capacity of", "vLLM log")), (g.key, g.source[:80])
+
+
+def test_version_and_bundled_hub_ids_offline(monkeypatch, capsys):
+    import sys
+
+    from vrambudget import __version__, cli
+
+    monkeypatch.setattr(sys, "argv", ["vrambudget", "--version"])
+    cli.main()
+    assert capsys.readouterr().out.startswith(f"vrambudget {__version__} (plans vLLM 0.10 to 0.33.x")
+    # the two ids, offline: the bundled profiles answer (no network touched)
+    from vrambudget.model.checkpoint import resolve_model
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr("vrambudget.model.checkpoint._hub", lambda ref: (_ for _ in ()).throw(AssertionError(ref)))
+    for hf_id, name in (("Qwen/Qwen3-8B", "qwen3-8b"), ("meta-llama/Llama-3.1-8B-Instruct", "llama-3.1-8b"),
+                        ("qwen/qwen3-8b", "qwen3-8b")):
+        src = resolve_model(hf_id)
+        assert (src.origin, src.ref) == ("bundled", name) and hf_id.lower() in src.description.lower()
