@@ -178,7 +178,8 @@ def backend_for(d: Deployment) -> Backend:
     if a.uses_mla:
         return mla_backend(d.gpu, kv_backend_class(d.kv_cache_dtype))[0]
     backend = attention_backend(d.gpu, kv_backend_class(d.kv_cache_dtype), max(a.attention_shape(FULL)[1],
-                                                                               a.head_dim))
+                                                                               a.head_dim),
+                                d.vllm.asked if d.vllm is not None else d.rules.version)
     if any(layer.mixer is not None and layer.kind.value == "chunked_attention" for layer in a.layers):
         # vLLM wraps a chunked-local layer's backend in one whose builder captures no CUDA graphs (0.26.0
         # chunked_local_attention.py): the lowest support over the groups decides, so no FULL graphs

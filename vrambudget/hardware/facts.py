@@ -153,12 +153,18 @@ def _observed(gpu: GPU, c: dict[str, Any], cm: ContextModel) -> Fact:
                 "observed on this card in public")
 
 
-def attention_backend(gpu: GPU, kv: str, head_dim: int = 128) -> Backend:
+def attention_backend(gpu: GPU, kv: str, head_dim: int = 128, version: str | None = None) -> Backend:
     """The attention backend vLLM picks on this GPU for this KV dtype class (deployment.kv_backend_class:
-    bf16, fp8, fp8_e5m2, per_token_head) and the model's largest attention head dim."""
+    bf16, fp8, fp8_e5m2, per_token_head), the model's largest attention head dim and the vLLM version (a rule's
+    vllm_from / vllm_below)."""
+    from ..vllm_rules import _key
+
     a = _facts()["attention_backends"]
     for r in a["rules"]:
         if head_dim < r.get("min_head_dim", 0):
+            continue
+        if version and (("vllm_from" in r and _key(version) < _key(r["vllm_from"]))
+                        or ("vllm_below" in r and _key(version) >= _key(r["vllm_below"]))):
             continue
         kinds = r["kv"] if isinstance(r["kv"], list) else [r["kv"]]
         if gpu.architecture in r["architectures"] and ("any" in kinds or kv in kinds):

@@ -8,6 +8,7 @@ from tabulate import tabulate
 
 from ..hardware.catalog import GPU
 from ..hardware.facts import attention_backend, cuda_context
+from ..vllm_rules import NEWEST
 
 
 def _basis(source: str) -> str:
@@ -20,14 +21,14 @@ def gpus_json(cat: dict[str, GPU]) -> dict[str, Any]:
                 "source": v.source, "sms": v.sms, "architecture": v.architecture,
                 "cuda_context_bytes": cuda_context(v).value, "cuda_context_measured": cuda_context(v).measured,
                 "cuda_context_source": cuda_context(v).source,
-                "attention_backend_fp8_kv": attention_backend(v, "fp8").label,
-                "attention_backend_bf16_kv": attention_backend(v, "bf16").label} for k, v in cat.items()}
+                "attention_backend_fp8_kv": attention_backend(v, "fp8", version=NEWEST).label,
+                "attention_backend_bf16_kv": attention_backend(v, "bf16", version=NEWEST).label} for k, v in cat.items()}
 
 
 def gpus_text(cat: dict[str, GPU]) -> str:
     rows = [[k, v.name, f"{v.total_gib:.2f}", _basis(v.source), v.compute_capability, v.sms, v.architecture,
              f"{cuda_context(v).value / 2**30:.2f}" + ("" if cuda_context(v).measured else " (est.)"),
-             f"{attention_backend(v, 'bf16').label} / {attention_backend(v, 'fp8').label}"] for k, v in cat.items()]
+             f"{attention_backend(v, 'bf16', version=NEWEST).label} / {attention_backend(v, 'fp8', version=NEWEST).label}"] for k, v in cat.items()]
     return tabulate(rows, headers=["--gpu", "name", "GiB", "total from", "cc", "SMs", "arch", "context GiB",
                                    "attention bf16 / fp8 KV"], tablefmt="simple", disable_numparse=True)
 
