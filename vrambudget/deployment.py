@@ -208,6 +208,10 @@ class Deployment:
             args.append("--enable-prefix-caching")
         if self.tp > 1:
             args += ["--tensor-parallel-size", str(self.tp)]
+        if self.pp > 1:
+            args += ["--pipeline-parallel-size", str(self.pp)]
+        if self.dp > 1:
+            args += ["--data-parallel-size", str(self.dp)]
         if (self.model.arch.is_multimodal or self.model.arch.tower_unmodelled) and self.language_model_only:
             args.append("--language-model-only")
         if self.attention_backend:

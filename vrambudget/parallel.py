@@ -144,3 +144,24 @@ def plan_ranks(d, c, pp: int, gpus: list[GPU], partition: str | None = None) -> 
 def worst(plans: list[RankPlan]) -> RankPlan:
     """The worker with the fewest KV blocks (ties: the lowest ceiling): it decides what the engine starts with."""
     return min(plans, key=lambda p: (p.prediction.plan.num_blocks, p.prediction.ceiling))
+
+
+def several(d) -> bool:
+    """More than one worker with budgets of their own (pipeline stages or a list of cards)."""
+    return d.pp > 1 or len(d.gpus) > 1
+
+
+def deciding(d, c, partition: str | None = None):
+    """The prediction that decides the engine: the worst worker's where there are several, else the deployment's."""
+    from .predict import predict
+
+    if not several(d):
+        return predict(d, c)
+    return worst(plan_ranks(d, c, d.pp, list(d.gpus) or [d.gpu], partition)).prediction
+
+
+def one_budget_only(d, command: str) -> None:
+    """Commands that plan one budget refuse several workers in one line (predict and serve-cmd plan each worker)."""
+    if several(d):
+        raise UserError(f"{command} plans one budget: for pipeline stages or a list of cards use `vrambudget predict` "
+                        "(a budget per worker) or `vrambudget serve-cmd`")

@@ -41,6 +41,9 @@ def plan(opts: DeploymentOptions,
         sc.check_format(fmt)
         tokens = parse_tokens(target_context, "--target-context")
         d, c = opts.with_(mtp=0, max_model_len=str(tokens), compile_cache="warm").build()
+        from ..parallel import one_budget_only
+
+        one_budget_only(d, "plan")
         options = run_plan(d, c, tokens, mtp)
         best = choose(options)
         rows = [[o.label, f"{o.gmu_restart:.2f}" if o.gmu_restart else "-",

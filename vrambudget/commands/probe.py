@@ -71,6 +71,9 @@ def probe(opts: DeploymentOptions,
 
         sim = simulate_gpu or (opts.gpu_memory if free_memory else None)
         d, c = opts.with_(gpu=simulate_gpu or (None if opts.gpu_memory else opts.gpu)).build()
+        from ..parallel import one_budget_only
+
+        one_budget_only(d, "probe")  # its search and memory watch are one GPU's
         sim_opts: dict = {}
         if sim:  # plan what runs: the card's memory on this GPU's chip, vLLM seeing the free memory the blocker leaves
             sim_opts, runs = simulation(d.gpu, free_memory)

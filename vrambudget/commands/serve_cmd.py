@@ -46,9 +46,14 @@ def serve_cmd(opts: DeploymentOptions,
             notes.append(f"--max-num-seqs {fitted.max_num_seqs}: vLLM's default {d.max_num_seqs} exceeds the Mamba "
                          "cache blocks its CUDA graphs need on this budget, and vLLM refuses it")
             d = fitted
-        p = run(d.with_(auto_fit=True), c)
+        from os import environ
+
+        from ..parallel import deciding
+
+        partition = environ.get("VLLM_PP_LAYER_PARTITION")
+        p = deciding(d.with_(auto_fit=True), c, partition)  # several workers: the one with the fewest blocks
         if d.max_model_len_given:
-            p_given = run(d, c)
+            p_given = deciding(d, c, partition)
             if not p_given.starts:
                 raise UserError("; ".join(p_given.reasons))
             mml = d.max_model_len

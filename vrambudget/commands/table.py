@@ -43,6 +43,9 @@ def table(opts: DeploymentOptions, **own: Any) -> None:
             raise UserError("--records draws probe records over the curves of --plot: add --plot FILE.png")
         drawn = [r for f in records or [] for r in read_jsonl(Path(f))]  # read first: a bad file prints nothing
         d, c = opts.with_(mtp=0).build()
+        from ..parallel import one_budget_only
+
+        one_budget_only(d, "table")
         n = int(round((gmu_max - gmu_min) / gmu_step)) + 1
         gmus = [round(gmu_min + i * gmu_step, 4) for i in range(n)]
         t = ceiling_table(d, c, gmus, mtp)
