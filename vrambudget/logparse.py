@@ -393,6 +393,41 @@ def _outcome(f: LogFacts, milestones: list[str], oom_at: str | None, crash_line:
     return "incomplete"
 
 
+_WORKER_BUDGET = re.compile(
+    r"\((?P<who>(?:Worker|EngineCore)[\w]*) pid=\d+\).*?Desired GPU memory utilization is \([0-9.]+, "
+    r"(?P<requested>[0-9.]+) GiB\)\. Actual usage is (?P<weights>[0-9.]+) GiB for weight, (?P<activation>[0-9.]+) GiB "
+    r"for peak activation, (?P<non_torch>[0-9.]+) GiB for non-torch memory, and (?P<cudagraph>[0-9.]+) GiB for "
+    r"CUDAGraph memory.*?Current kv cache memory in use is (?P<kv>[0-9.]+) GiB")
+_RANK = re.compile(r"_(DP|PP|TP)(\d+)")
+
+
+@dataclass(frozen=True)
+class WorkerBudget:
+    """One worker's own budget line (vLLM 0.10.x and 0.26+ print it from every worker, INFO): GiB as logged."""
+
+    who: str  # the log's prefix: Worker_PP1_TP0, EngineCore_DP1, Worker_TP1 ...
+    dp: int
+    pp: int
+    tp: int
+    requested_gib: float
+    weights_gib: float
+    activation_gib: float
+    non_torch_gib: float
+    cudagraph_gib: float
+    kv_gib: float  # 'Current kv cache memory in use': the worker's own available KV memory
+
+
+def worker_budgets(text: str) -> list[WorkerBudget]:
+    """Every worker's budget line in a multi-GPU log, in rank order (DP, PP, TP), one per worker."""
+    out: dict[str, WorkerBudget] = {}
+    for m in _WORKER_BUDGET.finditer(text):
+        rank = {k: int(v) for k, v in _RANK.findall(m["who"])}
+        out[m["who"]] = WorkerBudget(m["who"], rank.get("DP", 0), rank.get("PP", 0), rank.get("TP", 0),
+                                     *(float(m[k]) for k in ("requested", "weights", "activation", "non_torch",
+                                                             "cudagraph", "kv")))
+    return sorted(out.values(), key=lambda w: (w.dp, w.pp, w.tp))
+
+
 def flags_from_args(args: dict[str, Any]) -> dict[str, Any]:
     """vLLM's non-default args -> the keyword arguments of `deployment.Flags` (what the log states); a value of
     the wrong type (an edited or damaged log) is a one-line error naming it."""
