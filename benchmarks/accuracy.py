@@ -46,6 +46,8 @@ UNIFIED_MISSING = ("the host's share of unified memory during vLLM's profile (vL
 AS_READ = {"g31-e-bf16.log": "gemma-4-31b-text-tf517", "g26-e-bf16.log": "gemma-4-26b-a4b-text-tf517"}
 # lab logs whose DFlash drafter folder was on the lab host only: the bundled profile of that drafter
 LAB_DRAFTERS = {"d26-q36-dflash5.log": "qwen3.6-27b-dflash"}
+# lab logs whose step set VLLM_PP_LAYER_PARTITION (benchmarks/lab/plans/h200x2-0.26.0-pp.json): a log does not state it
+LAB_PARTITIONS = {"pp2-l8-e-part.log": "12,20"}
 
 
 def is_plain_startup(p: Path) -> bool:
@@ -82,10 +84,12 @@ def group(f, d) -> str:
 def lab_model(path: Path) -> str | None:
     """The config a lab log's vLLM read where the lab wrote it on the host (/tmp/models/NAME, from a plan's models
     entry): tests/fixtures/models/lab-NAME holds it (a profile's name is found by the log's model argument)."""
-    m = re.search(r"model='/tmp/models/([^']+)'", path.read_text(errors="replace")[:20000])
+    m = re.search(r"model(?:_tag)?='/tmp/models/([^']+)'", path.read_text(errors="replace")[:20000])
     if m:
-        folder = ROOT / "tests" / "fixtures" / "models" / f"lab-{m.group(1).rstrip('/')}"
-        return str(folder) if folder.is_dir() else None
+        name = m.group(1).rstrip("/")
+        models = ROOT / "tests" / "fixtures" / "models"
+        folder = next((f for f in (models / f"lab-{name}", models / name) if f.is_dir()), None)  # a plan's 'fixture'
+        return str(folder) if folder else None
     return None
 
 
@@ -285,7 +289,8 @@ def main(argv: list[str]) -> int:
         try:
             model = (str(ROOT / "tests" / "fixtures" / "models" / AS_READ[path.name]) if path.name in AS_READ
                      else lab_model(path))
-            cmp = compare_file(path, model=model, drafter=LAB_DRAFTERS.get(path.name))
+            cmp = compare_file(path, model=model, drafter=LAB_DRAFTERS.get(path.name),
+                               pp_partition=LAB_PARTITIONS.get(path.name))
         except UserError as e:  # a model the tool refuses (Gemma 4): said, not guessed
             rows.append([name, "not modelled", "", "", str(e)[:90]])
             continue

@@ -70,8 +70,11 @@ def test_each_stage_holds_its_layers_the_embedding_first_the_lm_head_last():
     # two stages hold the whole model's weights between them (each its own half of the layers)
     assert sum(p.prediction.budget.weights_bytes for p in plans) == pytest.approx(
         one.prediction.budget.weights_bytes, rel=0.02)
-    # the last stage runs the sampler and keeps the intermediate tensors it receives: its peak is the higher
-    assert plans[1].prediction.budget.activation_bytes > plans[0].prediction.budget.activation_bytes
+    # the last stage runs the sampler; the first has the token embedding in its compiled graph
+    from vrambudget.budget import features
+    f0, f1 = (features(p.prediction.deployment) for p in plans)
+    assert (f0.sampler_runs, f1.sampler_runs, f0.embeds_in_graph, f1.embeds_in_graph) == (False, True, True, False)
+    assert f0.workers == f1.workers == 2 and f1.intermediate_bytes == 0  # V2 on 0.26: kept from load, not counted
 
 
 def test_mixed_cards_the_smaller_decides():
@@ -113,3 +116,37 @@ def test_a_layer_partition_vllm_would_refuse_is_refused(monkeypatch):
     assert pp_partition(32, 2, "12,20") == [12, 20]
     with pytest.raises(UserError):
         pp_partition(32, 2, "12,x")
+
+
+LAB = Path(__file__).parent / "fixtures" / "lab-vllm-0.26.0-h200x2" / "pp"
+# (log, the model where the log's /tmp path is not here, VLLM_PP_LAYER_PARTITION as the step set it, the bound:
+# 0.15 GiB, and the one worker the model misses by more, said)
+LAB_RUNS = [("pp2-q8-e", None, None), ("pp2-q8-g", None, None), ("pp2-l8-e-part", None, "12,20"),
+            ("pp2-l8-defaults", None, None), ("pp2-q30-e", "tests/fixtures/models/qwen3-30b-a3b", None),
+            ("tp2-q30-ep-e", "tests/fixtures/models/qwen3-30b-a3b", None), ("dp2-q8-e", None, None)]
+
+
+@pytest.mark.parametrize("name, model, partition", LAB_RUNS, ids=[r[0] for r in LAB_RUNS])
+def test_every_worker_of_the_lab_runs_within_its_bound(name, model, partition):
+    """vLLM 0.26.0 on two H200s (benchmarks/lab/plans/h200x2-0.26.0-pp.json): each worker prints its own budget
+    ('Free memory on device ... Current kv cache memory in use'); every worker's available KV within 0.15 GiB of
+    it, but the first stage of Qwen3-30B-A3B (its peak logged 0.84 GiB, modelled 0.60: not traced), and the
+    engine's KV cache tokens (the fewest blocks of the workers) as vLLM logged them."""
+    from vrambudget.explain import deployment_from_log
+    from vrambudget.logparse import parse_log, worker_budgets
+
+    text = (LAB / f"{name}.log").read_text()
+    f = parse_log(text)
+    d = deployment_from_log(f, str(Path(__file__).parent.parent / model) if model else None)
+    plans = plan_ranks(d, coefficients.load(d.rules.version, d.gpu.key, d.model.ref), d.pp, [d.gpu], partition)
+    logged = worker_budgets(text)
+    assert len(logged) == len(plans) == d.pp * d.tp
+    for p, w in zip(plans, logged):
+        err = p.prediction.budget.available_kv_bytes / GiB - w.kv_gib
+        bound = 0.26 if (name, w.pp) == ("pp2-q30-e", 0) else 0.15
+        assert abs(err) <= bound, (p.rank.name, err)
+        assert p.prediction.budget.weights_bytes / GiB == pytest.approx(w.weights_gib, abs=0.03)
+    deciding = worst(plans).prediction.plan.layout
+    tokens = min(p.num_blocks for p in plans) * deciding.block_size
+    # the engine's tokens, as near as the deciding worker's available memory (0.15 GiB of blocks)
+    assert abs(tokens - f.kv_cache_tokens) <= 0.15 * GiB / deciding.bytes_per_block * deciding.block_size

@@ -165,9 +165,15 @@ class Features:
     sampler_fp32_pass: bool = False  # V2's dummy sampler also runs real sampling parameters (vLLM 0.33)
     sampler_runs: bool = True  # the dummy sampler runs here (pipeline parallel: on the last stage only)
     # pipeline parallel, a stage after the first: the intermediate tensors it receives (hidden states and residual,
-    # max_num_batched_tokens x hidden each, model dtype), kept from the profile run on (model_executor/models/utils.py
-    # make_empty_intermediate_tensors_factory), bytes
+    # max_num_batched_tokens x hidden each, model dtype; model_executor/models/utils.py
+    # make_empty_intermediate_tensors_factory), bytes, where the budget sees them: Model Runner V1 makes them in the
+    # profile run (in its peak); V2 at load, which the budget counts from 0.27 (runner_buffers_in_budget) and not
+    # before (0.26.0 lab, 2x H200: the last stage's peak 0.78 / 0.81 GiB below the first's 0.84 / 0.88)
     intermediate_bytes: int = 0
+    workers: int = 1  # the workers of one engine (TP x PP): a worker process of its own once there are several
+    # the token embedding runs inside this worker's compiled graph (a cold compile peaks at a copy of it): not on a
+    # pipeline stage without it (0.26.0 lab, Qwen3-8B PP 2 cold: the first stage 1.29 GiB, the last 0.84)
+    embeds_in_graph: bool = True
 
 
 def backend_for(d: Deployment) -> Backend:
@@ -222,7 +228,9 @@ def features(d: Deployment, w: WeightBytes | None = None) -> Features:
         backend_bytes=backend.profiled_bytes, moe=a.moe is not None, weights_include_buffers=True,
         runner=d.runner, graph_sizes=sizes, layers=a.num_layers, logits_bytes=dtype_bytes(a.dtype),
         sampler_fp32_pass=d.rules.v2_sampler_fp32_pass, sampler_runs=d.pp_last,
-        intermediate_bytes=0 if d.pp_first else 2 * d.max_num_batched_tokens * a.hidden_size * dtype_bytes(a.dtype),
+        intermediate_bytes=0 if d.pp_first or (d.runner == "v2" and not d.rules.runner_buffers_in_budget) else
+        2 * d.max_num_batched_tokens * a.hidden_size * dtype_bytes(a.dtype), workers=d.tp * d.pp,
+        embeds_in_graph=a.holds_embedding,
         moe_workspace_bytes=kept_moe_workspace_bytes(d), mxfp4_moe_layers=mxfp4_moe_layers(a),
         mla_heads=a.num_attention_heads // d.tp if a.uses_mla else 0)
 
@@ -315,7 +323,7 @@ def forward_peak(f: Features, c: Coefficients) -> float:
                       + c.get("activation_mla_per_token_head_bytes", 0.0) * f.tokens * f.mla_heads)
     if f.eager:
         return forward
-    if f.compile_cache in ("cold", "fresh") and not f.with_encoder:
+    if f.compile_cache in ("cold", "fresh") and not f.with_encoder and f.embeds_in_graph:
         return max(forward, compile_peak(f, c))
     if f.runner == "v2":  # a warm compiled graph's forward peaks as the eager one (Model Runner V2, vLLM 0.26.0)
         return forward
@@ -393,11 +401,12 @@ def peaks_add(c: Coefficients) -> bool:
 
 
 def non_torch(f: Features, c: Coefficients) -> float:
-    """vLLM's 'non-torch forward increase memory' (bytes): smaller on a tensor-parallel rank (0.26.0 TP=2
-    logs: 0.07 eager, 0.09 graphs, vs 0.22 / 0.24 on one GPU); profiles without TP figures use the one-GPU value."""
+    """vLLM's 'non-torch forward increase memory' (bytes): smaller in a worker of several (0.26.0 TP=2 logs: 0.07
+    eager, 0.09 graphs; PP=2 and TP=2 + EP logs: 0.06-0.07 on every worker; vs 0.22 / 0.24 on one GPU, a data-parallel
+    engine's single worker included); profiles without these figures use the one-GPU value."""
     name = "non_torch_eager_bytes" if f.eager else "non_torch_graphs_bytes"
     one = c.get(f"{name}@{f.architecture}", c[name])  # a version's figure on this GPU architecture, where known
-    if f.tp > 1:
+    if f.tp > 1 or f.workers > 1:
         return c.get("non_torch_eager_tp_bytes" if f.eager else "non_torch_graphs_tp_bytes", one)
     return one
 

@@ -136,6 +136,7 @@ class Deployment:
     dp: int = 1
     expert_parallel: bool = False
     gpus: tuple = ()  # the cards as listed in --gpu (one: every rank alike)
+    pp_partition: str | None = None  # VLLM_PP_LAYER_PARTITION as vLLM reads it ('12,20'); None: vLLM's even split
 
     @property
     def version_label(self) -> str:

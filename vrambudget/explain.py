@@ -101,11 +101,11 @@ def deployment_from_log(facts: LogFacts, model: str | None = None, gpu: GPU | No
 def logged_worker(d: Deployment) -> Deployment:
     """The worker whose figures a log states: with pipeline parallel the first stage's (vLLM 0.19+ prints its
     budget lines from the worker on GPU 0 only); else the deployment itself."""
-    if d.pp == 1:
+    if d.pp == 1 or not (d.pp_first and d.pp_last):  # one GPU, or already a stage
         return d
     from .parallel import ranks, stage_deployment
 
-    return stage_deployment(d, ranks(d, d.pp, [d.gpu])[0], d.pp)
+    return stage_deployment(d, ranks(d, d.pp, [d.gpu])[0], d.pp)  # d.pp_partition: the split it ran with
 
 
 @dataclass
@@ -152,9 +152,11 @@ def available_from_log(facts: LogFacts, d: Deployment, leave_out: str | None = N
 
 
 def compare_file(path: Path, model: str | None = None, gpu: GPU | None = None,
-                 c: Coefficients | None = None, drafter: str | None = None) -> Comparison:
+                 c: Coefficients | None = None, drafter: str | None = None,
+                 pp_partition: str | None = None) -> Comparison:
+    """`pp_partition`: the VLLM_PP_LAYER_PARTITION the startup ran with (a log does not state it)."""
     facts = parse_log(read_text(path))
-    return compare(facts, deployment_from_log(facts, model, gpu, drafter), c)
+    return compare(facts, deployment_from_log(facts, model, gpu, drafter).with_(pp_partition=pp_partition), c)
 
 
 def meaning(cmp: Comparison) -> str:

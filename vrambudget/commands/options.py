@@ -231,6 +231,8 @@ def build(o: DeploymentOptions):
     """Resolve the options into (Deployment, Coefficients): vLLM's defaults filled in for the GPU and version."""
     from dataclasses import replace
 
+    import os
+
     from ..coefficients import load
     from ..deployment import Flags, parse_speculative_config, resolve
     from ..errors import UserError
@@ -290,10 +292,15 @@ def build(o: DeploymentOptions):
     choice = choose_version(o.vllm_version)
     d = resolve(src, gpu, choice.rules, flags).with_(vllm=choice, pp=o.pipeline_parallel_size,
                                                      dp=o.data_parallel_size, expert_parallel=o.enable_expert_parallel,
-                                                     gpus=cards)
-    if d.model.arch.moe is not None and (d.dp > 1 or d.expert_parallel):
-        raise UserError("data or expert parallel on a mixture-of-experts model: where vLLM puts the experts "
-                        "(split over TP x DP, or whole experts per rank with EP) is not modelled yet")
+                                                     gpus=cards,
+                                                     pp_partition=os.environ.get("VLLM_PP_LAYER_PARTITION") or None)
+    moe = d.model.arch.moe
+    if moe is not None and d.dp > 1:
+        raise UserError("data parallel on a mixture-of-experts model: vLLM spreads the experts over TP x DP ranks, "
+                        "which is not modelled yet")
+    if moe is not None and d.expert_parallel and moe.num_experts % d.tp:
+        raise UserError(f"--enable-expert-parallel: {moe.num_experts} experts over {d.tp} ranks leave some ranks "
+                        "one more expert, which is not modelled (an even split is: the same bytes as TP's)")
     if d.expert_parallel and d.model.arch.moe is None:
         raise UserError(f"--enable-expert-parallel: {d.model.ref} has no experts")
     return d, load(choice.rules.version, gpu.key, src.ref)
