@@ -150,3 +150,14 @@ def test_every_worker_of_the_lab_runs_within_its_bound(name, model, partition):
     tokens = min(p.num_blocks for p in plans) * deciding.block_size
     # the engine's tokens, as near as the deciding worker's available memory (0.15 GiB of blocks)
     assert abs(tokens - f.kv_cache_tokens) <= 0.15 * GiB / deciding.bytes_per_block * deciding.block_size
+
+
+def test_explain_compares_every_worker_of_a_pipeline_log():
+    r = runner.invoke(app, ["explain", str(LAB / "pp2-q8-g.log"), "--json"])
+    assert r.exit_code == 0, r.output
+    j = json.loads(r.stdout)
+    assert [w["rank"] for w in j["workers"]] == ["PP0 TP0", "PP1 TP0"]
+    assert [w["worker"] for w in j["workers"]] == ["Worker_PP0", "Worker_PP1"]
+    assert all(abs(w["kv_error_gib"]) <= 0.15 for w in j["workers"])
+    # the first stage compiles the token embedding cold, the last does not: their logged peaks say so
+    assert j["workers"][0]["activation_logged_gib"] > j["workers"][1]["activation_logged_gib"] + 0.3

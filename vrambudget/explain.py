@@ -250,11 +250,35 @@ def cross_check(facts: LogFacts, d: Deployment, flags_given: dict | None = None,
         out.append(f"weights per GPU: the log loaded {facts.weights_gib:.2f} GiB, the deployment read from it "
                    f"predicts {weights_gib:.2f}: is the tensor parallel size (-tp) or the checkpoint (--model) right?")
     if d.pp > 1:
-        out.append(f"pipeline parallel {d.pp}: the log's budget lines are the first stage's (PP0 TP0, the worker on "
-                   "GPU 0), compared here with that worker's own plan; `vrambudget predict -pp` gives every worker's")
+        out.append(f"pipeline parallel {d.pp}: the terms above are the first stage's (PP0 TP0, the worker vLLM 0.19+ "
+                   "prints 'Available KV cache memory' from), against that worker's own plan; every worker's own "
+                   "budget line, where the log has one (0.10.x, 0.26+), is compared below it")
     if facts.workers > 1 and facts.workers != d.tp * d.pp * d.dp:
         out.append(f"the log names {facts.workers} worker processes, the deployment has {d.tp * d.pp * d.dp} (TP "
                    f"{d.tp} x PP {d.pp} x DP {d.dp}): pass -tp as it ran")
+    return out
+
+
+def per_worker(text: str, d: Deployment, c: Coefficients | None = None) -> list[dict]:
+    """A multi-GPU log's workers, each its own budget line (vLLM 0.10.x and 0.26+) next to that worker's plan
+    (parallel.plan_ranks, in the same rank order); [] where the log has fewer than two such lines."""
+    from .logparse import worker_budgets
+    from .parallel import plan_ranks
+
+    logged = worker_budgets(text)
+    if len(logged) < 2 or len(logged) != d.tp * d.pp:
+        return []
+    c = c or coeffs.load(d.rules.version, d.gpu.key, d.model.ref)
+    plans = plan_ranks(d, c, d.pp, [d.gpu])
+    out = []
+    for p, w in zip(plans, logged):
+        b = p.prediction.budget
+        out.append({"worker": w.who, "rank": p.rank.name, "layers": p.rank.layers,
+                    "weights_logged_gib": w.weights_gib, "weights_predicted_gib": round(b.weights_bytes / GiB, 2),
+                    "activation_logged_gib": w.activation_gib,
+                    "activation_predicted_gib": round(b.activation_bytes / GiB, 2),
+                    "kv_logged_gib": w.kv_gib, "kv_predicted_gib": round(b.available_kv_bytes / GiB, 2),
+                    "kv_error_gib": round(b.available_kv_bytes / GiB - w.kv_gib, 2), "kv_blocks": p.num_blocks})
     return out
 
 

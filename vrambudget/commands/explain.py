@@ -87,10 +87,23 @@ def explain(log: Annotated[str, typer.Argument(help="A vLLM startup log (a file,
         if n > 1:
             warnings.insert(0, f"{name} holds {n} startups: this is startup {index + 1} ({'the last; ' if index == n - 1 else ''}"
                                "--boot N for another)")
+        from ..explain import per_worker
+
+        workers = per_worker(boots[index], d)
         if json_out:
-            emit_json(explain_json(cmp, warnings, (index + 1, n)))
+            emit_json({**explain_json(cmp, warnings, (index + 1, n)), "workers": workers})
             return
         echo(explain_text(log, cmp))
+        if workers:
+            from tabulate import tabulate
+
+            rows = [[w["worker"], w["rank"], w["layers"], f"{w['weights_logged_gib']:.2f} / {w['weights_predicted_gib']:.2f}",
+                     f"{w['activation_logged_gib']:.2f} / {w['activation_predicted_gib']:.2f}",
+                     f"{w['kv_logged_gib']:.2f} / {w['kv_predicted_gib']:.2f}", f"{w['kv_error_gib']:+.2f}",
+                     f"{w['kv_blocks']:,}"] for w in workers]
+            echo("\nEvery worker's own budget line (logged / predicted, GiB); vLLM gives each the fewest blocks:\n"
+                 + tabulate(rows, headers=["worker", "rank", "layers", "weights", "activation", "KV", "KV error",
+                                           "KV blocks"], tablefmt="simple", disable_numparse=True))
         for w in warnings:
             echo(f"warning: {w}", err=True)
 
