@@ -181,9 +181,15 @@ def max_gmu_for_free(d: Deployment, b: Budget) -> float:
     return math.floor(b.free_at_start_bytes / d.gpu.total_bytes * 100) / 100
 
 
-def estimated_terms(d: Deployment, b: Budget) -> list[str]:
+def estimated_terms(d: Deployment, b: Budget, c: Coefficients | None = None) -> list[str]:
     """The figures of this prediction that nobody measured on this GPU/version (said in every output)."""
     out = []
+    if (d.tp > 1 or d.pp > 1) and c is not None and "non_torch_eager_tp_bytes" not in c.items:
+        out.append("non-torch memory of a worker of several on this vLLM (measured on 0.26.0 only: 0.06-0.09 GiB; "
+                   "a public vLLM 0.10.2 TP=2 boot on two H200s logged 1.38 GiB per worker)")
+    if d.pp > 1:
+        out.append("pipeline stages (measured on vLLM 0.26.0, two H200s: Qwen3-8B, Llama-3.1-8B, Qwen3-30B-A3B; the "
+                   "intermediate tensors on other versions and runners from source)")
     if not d.gpu.measured:
         public = next((f"{who} public figure" for who in ("PyTorch's", "vLLM's") if d.gpu.source.startswith(who)), None)
         out.append(f"GPU total ({public or d.gpu.source.split(':')[0]})")
@@ -230,7 +236,7 @@ def predict(d: Deployment, c: Coefficients, w: WeightBytes | None = None,
     plan = plan_startup(layout, avail, d.max_model_len, d.auto_fit, d.rules)
     reasons: list[str] = []
     warnings: list[str] = []
-    estimated = estimated_terms(d, b)
+    estimated = estimated_terms(d, b, c)
     if not b.startup_memory_ok:
         short = b.requested_bytes - b.free_at_start_bytes
         certain = b.free_at_start_measured or d.gpu.total_bytes - d.other_gpu_bytes - d.gpu.used_bytes < b.requested_bytes
