@@ -103,6 +103,12 @@ def deployment_from_log(facts: LogFacts, model: str | None = None, gpu: GPU | No
     if pp < 1 or dp < 1:
         raise UserError(f"the log's parallel sizes (pipeline {pp}, data {dp}) are not what vLLM starts with")
     d = d.with_(pp=pp, dp=dp, expert_parallel=bool(facts.args.get("enable_expert_parallel")))
+    if facts.vllm_version and facts.vllm_version[:1].isdigit():
+        # the exact release the log states: the model runner and the rules keyed inside a range (a backend's floor)
+        # follow it, not the range's first release (a 0.22.0 log of Qwen3-8B says "Using V2 Model Runner")
+        from .vllm_rules import choose_version
+
+        d = d.with_(vllm=choose_version(facts.vllm_version))
     return replace(d, int4_kernel=facts.int4_kernel) if facts.int4_kernel else d
 
 
