@@ -251,8 +251,9 @@ def cross_check(facts: LogFacts, d: Deployment, flags_given: dict | None = None,
         out.append("the log has no 'non-default args' line: its flags are taken as vLLM's defaults (GMU "
                    f"{d.gmu:.2f}, TP {d.tp}, max_model_len {d.max_model_len:,}) unless you pass them (--gmu, -tp, "
                    "--max-model-len ...)")
+    stated = flags_from_args(facts.args) if given else {}
     for k, v in given.items():
-        logged = flags_from_args(facts.args).get(k)
+        logged = stated.get(k)
         if logged is not None and logged != v:
             out.append(f"{k} {v} given, the log states {logged}: explained with yours")
     if facts.requested_gib is not None:
@@ -283,7 +284,7 @@ def per_worker(text: str, d: Deployment, c: Coefficients | None = None) -> list[
     if len(logged) < 2 or len(logged) != d.tp * d.pp:
         return []
     c = c or coeffs.load(d.rules.version, d.gpu.key, d.model.ref)
-    plans = plan_ranks(d, c, d.pp, [d.gpu])
+    plans = plan_ranks(d, c)
     out = []
     for p, w in zip(plans, logged):
         b = p.prediction.budget

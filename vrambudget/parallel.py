@@ -136,12 +136,15 @@ class RankPlan:
         return self.prediction.plan.num_blocks
 
 
-def plan_ranks(d, c, pp: int, gpus: list[GPU], partition: str | None = None) -> list[RankPlan]:
-    """Every worker's own budget and KV plan (predict on its share). The engine's blocks are the smallest of
-    them (`worst`)."""
+def plan_ranks(d, c, pp: int | None = None, gpus: list[GPU] | None = None,
+               partition: str | None = None) -> list[RankPlan]:
+    """Every worker's own budget and KV plan (predict on its share); by default the deployment's own stages, cards
+    and layer partition. The engine's blocks are the smallest of them (`worst`)."""
     from .predict import predict
 
-    return [RankPlan(r, predict(stage_deployment(d, r, pp), c)) for r in ranks(d, pp, gpus, partition)]
+    pp = pp or d.pp
+    return [RankPlan(r, predict(stage_deployment(d, r, pp), c))
+            for r in ranks(d, pp, gpus or list(d.gpus) or [d.gpu], partition)]
 
 
 def worst(plans: list[RankPlan]) -> RankPlan:
@@ -154,13 +157,11 @@ def several(d) -> bool:
     return d.pp > 1 or len(d.gpus) > 1
 
 
-def deciding(d, c, partition: str | None = None):
+def deciding(d, c):
     """The prediction that decides the engine: the worst worker's where there are several, else the deployment's."""
     from .predict import predict
 
-    if not several(d):
-        return predict(d, c)
-    return worst(plan_ranks(d, c, d.pp, list(d.gpus) or [d.gpu], partition)).prediction
+    return worst(plan_ranks(d, c)).prediction if several(d) else predict(d, c)
 
 
 def one_budget_only(d, command: str) -> None:

@@ -50,7 +50,7 @@ def explain(log: Annotated[str, typer.Argument(help="A vLLM startup log (a file,
 
     def go() -> None:
         from ..errors import UserError
-        from ..explain import compare, cross_check, deployment_from_log, explain_json, partial_json
+        from ..explain import compare, cross_check, deployment_from_log, explain_json, partial_json, per_worker
         from ..hardware.catalog import lookup
         from ..logparse import parse_log, require_vllm, split_startups
         from ..output.render import explain_text, partial_explain_text
@@ -87,8 +87,6 @@ def explain(log: Annotated[str, typer.Argument(help="A vLLM startup log (a file,
         if n > 1:
             warnings.insert(0, f"{name} holds {n} startups: this is startup {index + 1} ({'the last; ' if index == n - 1 else ''}"
                                "--boot N for another)")
-        from ..explain import per_worker
-
         workers = per_worker(boots[index], d)
         if json_out:
             emit_json({**explain_json(cmp, warnings, (index + 1, n)), "workers": workers})

@@ -51,12 +51,10 @@ def predict(opts: DeploymentOptions, **own: Any) -> None:
                 echo(prediction_text(run(d.with_(gmu=g, max_model_len=tokens, auto_fit=False), c)))
             return
         if d.pp > 1 or len(d.gpus) > 1:  # several workers, each its own budget: the worst decides
-            from os import environ
-
             from ..output.render import ranks_text
             from ..parallel import plan_ranks, worst
 
-            plans = plan_ranks(d, c, d.pp, list(d.gpus) or [d.gpu], environ.get("VLLM_PP_LAYER_PARTITION"))
+            plans = plan_ranks(d, c)  # VLLM_PP_LAYER_PARTITION: read once, into d.pp_partition
             bad = worst(plans)
             if json_out:
                 emit_json({**bad.prediction.to_json(), "worst_rank": bad.rank.name, "ranks": [

@@ -46,14 +46,11 @@ def serve_cmd(opts: DeploymentOptions,
             notes.append(f"--max-num-seqs {fitted.max_num_seqs}: vLLM's default {d.max_num_seqs} exceeds the Mamba "
                          "cache blocks its CUDA graphs need on this budget, and vLLM refuses it")
             d = fitted
-        from os import environ
-
         from ..parallel import deciding
 
-        partition = environ.get("VLLM_PP_LAYER_PARTITION")
-        p = deciding(d.with_(auto_fit=True), c, partition)  # several workers: the one with the fewest blocks
+        p = deciding(d.with_(auto_fit=True), c)  # several workers: the one with the fewest blocks
         if d.max_model_len_given:
-            p_given = deciding(d, c, partition)
+            p_given = deciding(d, c)
             if not p_given.starts:
                 raise UserError("; ".join(p_given.reasons))
             mml = d.max_model_len

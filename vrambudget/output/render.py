@@ -23,7 +23,7 @@ def subject_line(d: Any, defaulted: tuple[str, ...] = ()) -> str:
     (the model, the GPU) is said, with the flag that changes it."""
     said = {"model": "the default model: -m names yours", "gpu": "the default GPU: --gpu names yours"}
     notes = [said[k] for k in defaulted if k in said]
-    cards = getattr(d, "gpus", ()) or (d.gpu,)
+    cards = d.gpus or (d.gpu,)
     on = " + ".join(f"{g.name} ({g.total_gib:.2f} GiB)" for g in cards)
     return (f"For {d.model.ref} on {on}, {d.version_label}"
             + (f" [{'; '.join(notes)}]" if notes else "") + ":")

@@ -186,10 +186,6 @@ class ServerProcess:
         except subprocess.TimeoutExpired:  # a zombie its parent has not reaped: the group is killed already
             pass
 
-    @property
-    def running(self) -> bool:
-        return self.proc is not None and (self.proc.poll() is None or _group_alive(self.proc.pid))
-
     def complete(self, prompt_ids: list[int], max_tokens: int, model: str, timeout: float) -> dict:
         """One OpenAI-compatible completion from token ids (no tokenizer needed)."""
         body = json.dumps({"model": model, "prompt": prompt_ids, "max_tokens": max_tokens,
