@@ -10,7 +10,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 LAB = ROOT / "benchmarks" / "lab"
 PLANS = sorted((LAB / "plans").glob("*.json"))
-KINDS = ("startup", "probe", "serve", "shell", "ctx")
+KINDS = ("startup", "probe", "serve", "snapshot", "shell", "ctx")
 
 
 def startup_keys() -> set[str]:
@@ -32,6 +32,8 @@ def test_every_plan_is_complete_and_its_steps_runnable():
             if "startup" in s:
                 assert set(s["startup"]) <= keys, (path.name, s["tag"], set(s["startup"]) - keys)
                 assert "gmu" in s["startup"] and "model" in s["startup"]
+            if "snapshot" in s:
+                assert set(s["snapshot"]) <= keys and "gmu" in s["snapshot"], (path.name, s["tag"])
         for dest, m in p.get("models", {}).items():
             src = (ROOT / m["fixture"] / "config.json" if "fixture" in m else
                    ROOT / "profiles" / "models" / f"{m['profile']}.json" if "profile" in m else

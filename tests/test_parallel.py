@@ -119,8 +119,7 @@ def test_a_layer_partition_vllm_would_refuse_is_refused(monkeypatch):
 
 
 LAB = Path(__file__).parent / "fixtures" / "lab-vllm-0.26.0-h200x2" / "pp"
-# (log, the model where the log's /tmp path is not here, VLLM_PP_LAYER_PARTITION as the step set it, the bound:
-# 0.15 GiB, and the one worker the model misses by more, said)
+# (log, the model where the log's /tmp path is not here, VLLM_PP_LAYER_PARTITION as the step set it)
 LAB_RUNS = [("pp2-q8-e", None, None), ("pp2-q8-g", None, None), ("pp2-l8-e-part", None, "12,20"),
             ("pp2-l8-defaults", None, None), ("pp2-q30-e", "tests/fixtures/models/qwen3-30b-a3b", None),
             ("tp2-q30-ep-e", "tests/fixtures/models/qwen3-30b-a3b", None), ("dp2-q8-e", None, None)]
@@ -130,8 +129,9 @@ LAB_RUNS = [("pp2-q8-e", None, None), ("pp2-q8-g", None, None), ("pp2-l8-e-part"
 def test_every_worker_of_the_lab_runs_within_its_bound(name, model, partition):
     """vLLM 0.26.0 on two H200s (benchmarks/lab/plans/h200x2-0.26.0-pp.json): each worker prints its own budget
     ('Free memory on device ... Current kv cache memory in use'); every worker's available KV within 0.15 GiB of
-    it, but the first stage of Qwen3-30B-A3B (its peak logged 0.84 GiB, modelled 0.60: not traced), and the
-    engine's KV cache tokens (the fewest blocks of the workers) as vLLM logged them."""
+    it (the first stage of Qwen3-30B-A3B, whose peak is its attention beside the kept fused-MoE scratch, within
+    0.01: 0.84 GiB logged and modelled), and the engine's KV cache tokens (the fewest blocks of the workers) as
+    vLLM logged them."""
     from vrambudget.explain import deployment_from_log
     from vrambudget.logparse import parse_log, worker_budgets
 
@@ -143,8 +143,7 @@ def test_every_worker_of_the_lab_runs_within_its_bound(name, model, partition):
     assert len(logged) == len(plans) == d.pp * d.tp
     for p, w in zip(plans, logged):
         err = p.prediction.budget.available_kv_bytes / GiB - w.kv_gib
-        bound = 0.26 if (name, w.pp) == ("pp2-q30-e", 0) else 0.15
-        assert abs(err) <= bound, (p.rank.name, err)
+        assert abs(err) <= (0.01 if (name, w.pp) == ("pp2-q30-e", 0) else 0.15), (p.rank.name, err)
         assert p.prediction.budget.weights_bytes / GiB == pytest.approx(w.weights_gib, abs=0.03)
     deciding = worst(plans).prediction.plan.layout
     tokens = min(p.num_blocks for p in plans) * deciding.block_size

@@ -174,6 +174,9 @@ class Features:
     # the token embedding runs inside this worker's compiled graph (a cold compile peaks at a copy of it): not on a
     # pipeline stage without it (0.26.0 lab, Qwen3-8B PP 2 cold: the first stage 1.29 GiB, the last 0.84)
     embeds_in_graph: bool = True
+    # the attention layers' own tensors at their o_proj over max_num_batched_tokens, bytes per rank
+    # (ModelArch.attention_forward_bytes), where a kept fused-MoE scratch sits beside them; 0 otherwise
+    attention_forward_bytes: int = 0
 
 
 def backend_for(d: Deployment) -> Backend:
@@ -232,6 +235,8 @@ def features(d: Deployment, w: WeightBytes | None = None) -> Features:
         2 * d.max_num_batched_tokens * a.hidden_size * dtype_bytes(a.dtype), workers=d.tp * d.pp,
         embeds_in_graph=a.holds_embedding,
         moe_workspace_bytes=kept_moe_workspace_bytes(d), mxfp4_moe_layers=mxfp4_moe_layers(a),
+        attention_forward_bytes=a.attention_forward_bytes(d.max_num_batched_tokens, d.tp, dtype_bytes(a.dtype))
+        if kept_moe_workspace_bytes(d) > 0 else 0,
         mla_heads=a.num_attention_heads // d.tp if a.uses_mla else 0)
 
 
@@ -312,9 +317,7 @@ def forward_peak(f: Features, c: Coefficients) -> float:
         forward += c.get("activation_tp_eager_extra_bytes", 0.0)
     if f.moe and f.moe_workspace_bytes < 0:  # older records: the measured extra that stood for the MoE scratch
         forward += c.get("activation_moe_extra_bytes", 0.0)
-    jit = 0.0
-    if f.eager and f.compile_cache in ("fresh", "warm-jit") and f.hybrid:  # a fresh machine (or a lost Triton
-        jit = c.get("fresh_jit_extra_bytes", 0.0)  # cache) JIT-compiles the GDN (FLA) kernels in the profile
+    jit = jit_extra(f, c)
     forward += jit
     if f.moe_workspace_bytes > 0 or f.mla_heads:
         # a layer after an MoE layer runs beside the fused-MoE scratch that one kept: its own transients (MLA's
@@ -331,6 +334,14 @@ def forward_peak(f: Features, c: Coefficients) -> float:
     if f.compile_cache == "warm-jit":  # stored graphs loaded, their Triton kernels compiled again inside the profile
         warm += c.get("warm_jit_extra_bytes", 0.0)
     return warm
+
+
+def jit_extra(f: Features, c: Coefficients) -> float:
+    """What a fresh machine (or a lost Triton cache) adds to an eager profile: the GDN (FLA) kernels JIT-compiled
+    inside it (bytes; 0 elsewhere)."""
+    if f.eager and f.compile_cache in ("fresh", "warm-jit") and f.hybrid:
+        return c.get("fresh_jit_extra_bytes", 0.0)
+    return 0.0
 
 
 def compile_peak(f: Features, c: Coefficients) -> float:
@@ -392,7 +403,23 @@ def language_model_peak(f: Features, c: Coefficients) -> float:
     sampler's peaks, the larger of the two where they do not overlap (activation_peaks_overlap = 0: vLLM
     0.20.2 and 0.26.0 logs) and their sum where a profile says they do."""
     fw, sp = forward_peak(f, c), sampler_peak(f, c) if f.sampler_runs else 0.0
-    return c["activation_base_bytes"] + f.intermediate_bytes + (fw + sp if peaks_add(c) else max(fw, sp))
+    peak = c["activation_base_bytes"] + f.intermediate_bytes + (fw + sp if peaks_add(c) else max(fw, sp))
+    return max(peak, moe_attention_peak(f, c))
+
+
+def moe_attention_peak(f: Features, c: Coefficients) -> float:
+    """The forward's peak of an MoE model whose fused-MoE scratch stays allocated (bytes above the profile's
+    start): an attention layer after the first MoE layer, its own tensors at o_proj beside the kept scratch and
+    cuBLAS's workspace (allocated by the profile's first GEMM). Nothing else is alive there (allocator history,
+    vLLM 0.26.0, eager, one sequence so the sampler's run is small: Qwen3-30B-A3B 856 MiB = 32 + 512 + 312 at 8192
+    tokens, as logged (0.84 GiB), 0.43 and 0.23 GiB at 4096 / 2048; Mixtral 8x7B 1,728 MiB = 32 + 1,344 + 352; the
+    first pipeline stage of Qwen3-30B-A3B on two H200s: 0.84). A stage after the first keeps the intermediate
+    tensors it received, the residual among them. 0 without a kept scratch, and for MLA (its own coefficient)."""
+    if f.moe_workspace_bytes <= 0 or not f.attention_forward_bytes or f.mla_heads:
+        return 0.0
+    cublas = c.get(f"cublas_workspace_bytes@{f.architecture}", c.get("cublas_workspace_bytes", 0.0))
+    received = max(f.intermediate_bytes - f.tokens * f.hidden * f.logits_bytes, 0)
+    return cublas + f.moe_workspace_bytes + f.attention_forward_bytes + received + jit_extra(f, c)
 
 
 def peaks_add(c: Coefficients) -> bool:

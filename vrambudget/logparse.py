@@ -70,6 +70,9 @@ PATTERNS: dict[str, re.Pattern[str]] = {
                             r"non-torch forward increase memory: ([0-9.]+)GiB; weights memory: ([0-9.]+)GiB"),
     "cudagraph_estimate": re.compile(r"Estimated CUDA graph memory: (-?[0-9.]+) GiB total"),
     "chunked_prefill": re.compile(r"Chunked prefill is enabled with max_num_batched_tokens=(\d+)"),
+    # the engine's compilation config: its largest endpoint is max_num_batched_tokens (config/vllm.py
+    # set_compile_ranges, 0.12+: every other endpoint is below it)
+    "compile_ranges": re.compile(r"'compile_ranges_endpoints': \[(\d+(?:, \d+)*)\]"),
     "profiling_seconds": re.compile(r"Memory profiling takes ([0-9.]+) seconds"),
     "available_kv": re.compile(r"Available KV cache memory: (-?[0-9.]+) GiB"),
     "padding": re.compile(r"Add (\d+) padding layers, may waste at most ([0-9.]+)%"),
@@ -261,6 +264,7 @@ def parse_log(text: str) -> LogFacts:
     args_seen = False
     workers: set[str] = set()
     chunked: int | None = None  # the last 'Chunked prefill' line: the engine's (a `vllm serve` CLI logs one first)
+    compiled_up_to: int | None = None  # the engine config's largest compile range endpoint
     for line in rejoin_wrapped(text.splitlines()):
         w = _WORKER.search(line)
         if w:
@@ -284,10 +288,13 @@ def parse_log(text: str) -> LogFacts:
                 f.args = {**f.args, **literal_args(g[0])}
             elif key == "chunked_prefill":  # the effective value, also where the args leave vLLM's default
                 chunked = int(g[0])
+            elif key == "compile_ranges":
+                compiled_up_to = max(int(x) for x in g[0].split(", "))
             elif key == "snapshot":
                 f.free_at_start_gib, f.total_gib, f.cuda_context_gib = map(float, g)
             elif key == "profiling":
-                f.non_kv_gib, f.activation_gib, f.non_torch_gib, _w = map(float, g)
+                if f.activation_gib is None:  # several workers: the first's, the one 'Available KV' is printed by
+                    f.non_kv_gib, f.activation_gib, f.non_torch_gib, _w = map(float, g)
                 milestones.append("profiled")
             elif key == "padding":
                 pad = (int(g[0]), float(g[1]))
@@ -364,8 +371,8 @@ def parse_log(text: str) -> LogFacts:
             crash_line = line.strip()[-300:]
         if READY.search(line):
             milestones.append("ready")
-    if chunked is not None:
-        f.args.setdefault("max_num_batched_tokens", chunked)
+    if chunked is not None or compiled_up_to is not None:
+        f.args.setdefault("max_num_batched_tokens", chunked if chunked is not None else compiled_up_to)
     f.workers = len(workers)
     f.outcome = _outcome(f, milestones, oom_at, crash_line)
     if f.outcome == "crashed" and not f.error:

@@ -15,7 +15,8 @@ Here (no GPU): `python3 benchmarks/lab/run.py PLAN --list` prints the steps and 
 A plan names its vLLM bundle, its environment, the model folders written on the host (from a fixture config, a
 bundled profile or drafter, with stand-in processor files), and its steps: `startup` (one in-process engine
 startup through benchmarks/lab/startup.py, a JSON config), `probe` (`vrambudget probe` with these arguments),
-`serve` (one `vllm serve` startup with these arguments, stopped once it is up), `shell` (a change to the host
+`serve` (one `vllm serve` startup with these arguments, stopped once it is up), `snapshot` (what is alive at the
+memory profile's peak: benchmarks/lab/peak_snapshot.py, a startup config), `shell` (a change to the host
 between steps, e.g. dropping the Triton cache), `ctx` (the CUDA context of a bare process). Each step names the fixture it made; step logs go to $OUT/TAG.log
 and /tmp/lab, probe folders to $OUT/TAG.tgz.
 """
@@ -141,6 +142,10 @@ def run_step(s: dict, env: dict, p: dict) -> None:
         text = (runs / "probe.txt").read_text(errors="replace")
         ok = any(k in text for k in ("\nceiling", "\nsmallest", "probe stopped"))
         sh(f"cp {runs}/probe.txt {log}; tar -C {STATE} -czf {out}/{tag}.tgz {tag}")
+    elif "snapshot" in s:  # what is alive at the memory profile's peak (benchmarks/lab/peak_snapshot.py)
+        env.update(VLLM_ENABLE_V1_MULTIPROCESSING="0", VLLM_LOGGING_LEVEL="DEBUG")
+        rc = sh(f"python3 {HERE}/peak_snapshot.py '{json.dumps(s['snapshot'])}'", env, timeout, log)
+        ok = "SNAP done" in log.read_text(errors="replace")
     elif "shell" in s:  # a change to the host between startups (e.g. dropping the Triton cache)
         rc = sh(s["shell"], env, timeout, log)
         ok = rc == 0
@@ -155,7 +160,7 @@ def run_step(s: dict, env: dict, p: dict) -> None:
     shutil.copy(log, out / f"{tag}.log")
     print(f"== {tag}: rc {rc}{'' if ok else ' (not finished: runs again next call)'}")
     print("\n".join(line for line in log.read_text(errors="replace").splitlines()[-400:]
-                    if line.startswith(("LAB", "rc ", "[")) or "Available KV" in line or "Model loading took" in line
+                    if line.startswith(("LAB", "SNAP", "rc ", "[")) or "Available KV" in line or "Model loading took" in line
                     or "torch peak" in line or "ceiling" in line)[-3000:])
 
 
@@ -217,7 +222,7 @@ def main(argv: list[str]) -> int:
     what = argv[1:]
     if what == ["--list"]:
         for s in p["steps"]:
-            kind = next((k for k in ("startup", "serve", "probe", "shell", "ctx") if k in s), "?")
+            kind = next((k for k in ("startup", "serve", "snapshot", "probe", "shell", "ctx") if k in s), "?")
             print(f"{s['tag']:<28} {kind:<8} -> {s.get('fixture', '(not kept)')}")
         return 0
     STATE.mkdir(parents=True, exist_ok=True)

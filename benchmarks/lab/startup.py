@@ -12,10 +12,8 @@ so what serving allocates outside torch (the CUDA context's growth, loaded kerne
 import json, os, subprocess, sys, time
 
 
-def main() -> None:  # guarded: tensor parallel workers are spawned and re-import this file
-    cfg = json.loads(sys.argv[1])
-    from vllm import LLM, SamplingParams
-
+def engine_kwargs(cfg: dict) -> dict:
+    """vLLM's LLM(...) arguments for a startup config (the keys in this file's docstring)."""
     kw = dict(model=cfg["model"], load_format="dummy", skip_tokenizer_init=not cfg.get("tokenizer"),
               gpu_memory_utilization=cfg["gmu"], max_model_len=cfg.get("max_model_len", -1),
               kv_cache_dtype=cfg.get("kv", "auto"), enforce_eager=cfg.get("eager", True),
@@ -38,6 +36,14 @@ def main() -> None:  # guarded: tensor parallel workers are spawned and re-impor
         kw["limit_mm_per_prompt"] = cfg["mm_limit"]
     if cfg.get("compilation"):  # e.g. {"pass_config": {"fuse_allreduce_rms": false}}
         kw["compilation_config"] = cfg["compilation"]
+    return kw
+
+
+def main() -> None:  # guarded: tensor parallel workers are spawned and re-import this file
+    cfg = json.loads(sys.argv[1])
+    from vllm import LLM, SamplingParams
+
+    kw = engine_kwargs(cfg)
     import torch
 
     free0, total = torch.cuda.mem_get_info()

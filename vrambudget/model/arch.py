@@ -114,6 +114,12 @@ class ModelArch:
             return self.full_num_kv_heads or self.num_kv_heads, self.full_head_dim or self.head_dim
         return self.num_kv_heads, self.head_dim
 
+    def attention_forward_bytes(self, tokens: int, tp: int, act_bytes: int) -> int:
+        """The largest of the attention layers' own tensors at their o_proj (layers.attention.forward_bytes), bytes
+        per rank; 0 without such a layer (MLA answers with its own coefficient)."""
+        return max((layer.mixer.forward_bytes(tokens, tp, act_bytes) for layer in self.layers
+                    if layer.mixer is not None and hasattr(layer.mixer, "forward_bytes")), default=0)
+
     @property
     def is_hybrid(self) -> bool:
         """Some layers keep a fixed state (GatedDeltaNet, Mamba2) beside attention layers with a KV cache."""

@@ -1,0 +1,87 @@
+"""What is alive at the peak of vLLM's memory profile: one in-process engine startup (a startup.py JSON config)
+with torch's allocator history recorded around GPUModelRunner.profile_run, then the allocations alive at its
+highest point, largest first, each with the vLLM frames that made it (the lab's way to trace a term of the
+activation peak instead of fitting it).
+  PYTHONPATH=/tmp/site26 python3 peak_snapshot.py '{"model": DIR, "gmu": 0.9, "eager": true, "max_num_seqs": 1,
+                                                   "mnbt": 8192, "max_model_len": 8192}'   (startup.py's keys)
+Lines starting with SNAP are this script's: the peak above the profile's start (MiB), then one line per live
+allocation of 1 MiB or more (MiB, then its innermost vLLM frames), then the rest summed."""
+import json
+import os
+import sys
+
+MiB = 1 << 20
+
+
+def vllm_frames(frames: list[dict], n: int = 4) -> str:
+    """The innermost n frames inside vLLM's own files (site-packages path cut), innermost first."""
+    out = []
+    for f in frames:
+        name = f.get("filename", "")
+        if "/vllm/" in name and "/vllm/utils/" not in name:
+            out.append(f"{name.split('/vllm/', 1)[1]}:{f.get('line')}:{f.get('name')}")
+        if len(out) == n:
+            break
+    return " < ".join(out) or "(outside vLLM)"
+
+
+def live_at_peak(trace: list[dict]) -> tuple[int, list[dict]]:
+    """Replay the allocator's trace: the highest allocated total above the start, and the blocks alive then."""
+    free_kind = "free_requested" if any(e["action"] == "free_requested" for e in trace) else "free_completed"
+    cur = peak = peak_at = 0
+    for i, e in enumerate(trace):
+        if e["action"] == "alloc":
+            cur += e["size"]
+            if cur > peak:
+                peak, peak_at = cur, i
+        elif e["action"] == free_kind:
+            cur -= e["size"]
+    live: dict[int, dict] = {}
+    for e in trace[: peak_at + 1]:
+        if e["action"] == "alloc":
+            live[e["addr"]] = e
+        elif e["action"] == free_kind:
+            live.pop(e["addr"], None)
+    return peak, sorted(live.values(), key=lambda e: -e["size"])
+
+
+def main() -> None:
+    cfg = json.loads(sys.argv[1])
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    import torch
+    from vllm import LLM
+
+    from startup import engine_kwargs
+
+    def recording(original):
+        def recorded(self, *a, **kw):
+            torch.cuda.memory._record_memory_history(max_entries=2_000_000, stacks="python")
+            try:
+                return original(self, *a, **kw)
+            finally:
+                snap = torch.cuda.memory._snapshot()
+                torch.cuda.memory._record_memory_history(enabled=None)
+                trace = snap["device_traces"][torch.cuda.current_device()]
+                peak, live = live_at_peak(trace)
+                print(f"SNAP events {len(trace)} peak_mib {peak / MiB:.1f}", flush=True)
+                small = 0
+                for e in live:
+                    if e["size"] >= MiB:
+                        print(f"SNAP live {e['size'] / MiB:9.1f} {vllm_frames(e.get('frames', []))}", flush=True)
+                    else:
+                        small += e["size"]
+                print(f"SNAP small_mib {small / MiB:.1f} blocks {sum(1 for e in live if e['size'] < MiB)}",
+                      flush=True)
+        return recorded
+
+    from vllm.v1.worker import gpu_model_runner  # Model Runner V1
+    from vllm.v1.worker.gpu import model_runner as v2  # Model Runner V2
+
+    for runner in (gpu_model_runner.GPUModelRunner, v2.GPUModelRunner):
+        runner.profile_run = recording(runner.profile_run)
+    LLM(**engine_kwargs({"max_model_len": 8192, "max_num_seqs": 1, "mnbt": 8192, **cfg}))
+    print("SNAP done", flush=True)
+
+
+if __name__ == "__main__":
+    main()

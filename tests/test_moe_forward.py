@@ -1,0 +1,91 @@
+"""The forward's peak of an MoE model whose fused-MoE scratch stays allocated (budget.moe_attention_peak), against
+vLLM 0.26.0 on one H100 (benchmarks/lab/plans/h100-0.26.0-moe-forward.json): `vllm serve` with one sequence, so
+the dummy sampler's peak is one logits row and the forward decides, and the allocator's own record of what is alive
+at that peak (benchmarks/lab/peak_snapshot.py)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from vrambudget import coefficients
+from vrambudget.budget import features, moe_attention_peak
+from vrambudget.explain import deployment_from_log
+from vrambudget.hardware.catalog import lookup
+from vrambudget.logparse import parse_log
+from vrambudget.predict import predict
+from vrambudget.units import GiB, MiB
+
+ROOT = Path(__file__).parent.parent
+LAB = ROOT / "tests" / "fixtures" / "lab-vllm-0.26.0-h100" / "moe-forward"
+Q30 = str(ROOT / "tests" / "fixtures" / "models" / "qwen3-30b-a3b")
+MIXTRAL = str(ROOT / "tests" / "fixtures" / "models" / "lab-mixtral-8x7b-16l")
+
+
+def _deployment(log: str, model: str):
+    return deployment_from_log(parse_log((LAB / log).read_text()), model, lookup("h100"))
+
+
+def _snapshot(log: str) -> tuple[float, list[tuple[float, str]]]:
+    """The SNAP lines: the peak above the profile's start and each live block (MiB, where it was made)."""
+    text = (LAB / log).read_text()
+    peak = float(re.search(r"SNAP events \d+ peak_mib ([0-9.]+)", text).group(1))
+    live = [(float(m.group(1)), m.group(2)) for m in re.finditer(r"SNAP live\s+([0-9.]+) (.*)", text)]
+    return peak, live
+
+
+@pytest.mark.parametrize("log, model, workspace_mib, attention_mib", [
+    ("snap-q30-e-s1-8192.log", Q30, 512, 80 + 64 + 8 + 64 + 3 * 32),
+    ("snap-mixtral-e-s1-8192.log", MIXTRAL, 1344, 96 + 64 + 3 * 64),
+])
+def test_the_peak_is_the_scratch_cublas_and_one_attention_layer(log, model, workspace_mib, attention_mib):
+    """What the allocator held at the peak adds up to it, and each part is the model's: the fused-MoE scratch
+    (budget.moe_workspace_bytes), cuBLAS's 32 MiB on Hopper, and the attention layer's own tensors at o_proj."""
+    peak, live = _snapshot(log)
+    assert sum(mib for mib, _ in live) == pytest.approx(peak, abs=1)
+    scratch = [mib for mib, where in live if "workspace.py" in where]
+    assert scratch == [workspace_mib]
+    d = _deployment(log, model)
+    c = coefficients.load(d.rules.version, d.gpu.key, d.model.ref)
+    f = features(d)
+    assert f.moe_workspace_bytes / MiB == pytest.approx(workspace_mib, abs=4)  # 256-byte alignment, rounding
+    assert f.attention_forward_bytes / MiB == attention_mib
+    assert moe_attention_peak(f, c) / MiB == pytest.approx(peak, abs=4)
+
+
+@pytest.mark.parametrize("tokens, logged_peak", [(8192, 0.84), (4096, 0.43), (2048, 0.23)])
+def test_the_forward_peak_scales_with_the_batched_tokens(tokens, logged_peak):
+    """Qwen3-30B-A3B, one sequence, eager: the logged torch peak at each max_num_batched_tokens (0.60 GiB was
+    modelled at 8192 before the attention beside the scratch was traced), and the available KV cache within 0.01."""
+    log = f"q30-e-s1-{tokens}.log"
+    f = parse_log((LAB / log).read_text())
+    assert f.activation_gib == logged_peak and f.args["max_num_batched_tokens"] == tokens
+    d = _deployment(log, Q30)
+    b = predict(d, coefficients.load(d.rules.version, d.gpu.key, d.model.ref)).budget
+    assert b.activation_bytes / GiB == pytest.approx(logged_peak, abs=0.01)
+    assert b.available_kv_bytes / GiB == pytest.approx(f.available_kv_gib, abs=0.01)
+
+
+def test_a_dense_peak_is_left_to_the_mlp_term():
+    """Mixtral's own MLP term (budget.forward_peak: 1.72 GiB) stays the larger where the scratch and the attention
+    come to 1.69 (the logged peak): the new term only ever raises a peak, and the KV cache stays within 0.04."""
+    d = _deployment("mixtral-e-s1-8192.log", MIXTRAL)
+    c = coefficients.load(d.rules.version, d.gpu.key, d.model.ref)
+    b = predict(d, c).budget
+    f = parse_log((LAB / "mixtral-e-s1-8192.log").read_text())
+    assert moe_attention_peak(features(d), c) / GiB == pytest.approx(f.activation_gib, abs=0.01)
+    assert b.available_kv_bytes / GiB == pytest.approx(f.available_kv_gib, abs=0.04)
+
+
+def test_a_compile_range_gives_the_batched_tokens_a_log_does_not_state():
+    """A public vLLM 0.26.1 boot (an H100, Qwen3-Coder-30B-A3B, 16 seqs) states no max_num_batched_tokens but its
+    engine config's compile_ranges_endpoints [2048]: read as 2048, its 0.23 GiB peak is planned (0.26) where
+    8192 gave 0.84, and its available KV within 0.05 GiB (-0.44 before)."""
+    log = ROOT / "tests" / "fixtures" / "public-logs" / "c-h100-qwen3-coder-30b-a3b-v0.26.1.log"
+    f = parse_log(log.read_text())
+    assert f.args["max_num_batched_tokens"] == 2048
+    d = deployment_from_log(f, str(ROOT / "tests" / "fixtures" / "models" / "qwen3-coder-30b-a3b"), lookup("h100"))
+    b = predict(d, coefficients.load(d.rules.version, d.gpu.key, d.model.ref)).budget
+    assert b.available_kv_bytes / GiB == pytest.approx(f.available_kv_gib, abs=0.05)
