@@ -25,8 +25,10 @@ MODELS = Path(__file__).parent / "fixtures" / "models"
 
 # log -> (model folder it is planned with, bound on |predicted - logged available KV| in GiB)
 LOGS = {
-    "g31t-e-bf16.log": (None, 0.12),  # Gemma 4 31B loads 0.15 GiB more than its shapes + rotary caches (not modelled)
-    "g31t-e-fp8.log": (None, 0.15),  # the same, fp8 KV (TRITON_ATTN)
+    # Gemma 4 31B loads 0.15 GiB more than its shapes + rotary caches (not modelled): the whole error, its activation
+    # exact since the forward is traced (0.36 GiB logged and planned; the fitted term gave 0.40, hiding 0.04 of it)
+    "g31t-e-bf16.log": (None, 0.16),
+    "g31t-e-fp8.log": (None, 0.19),  # the same, fp8 KV (TRITON_ATTN): 0.18 GiB more weights than modelled
     "g26t-e-bf16.log": (None, 0.11),  # Gemma 4 26B-A4B (MoE): its forward peaks 0.10 GiB above the terms
     "q36-27b-e-fp8-mtp2.log": (None, 0.05),  # Qwen3.6-27B, a fresh boot (123 s of profiling: Triton JIT)
     # Qwen3.6-35B-A3B (MoE), a fresh boot: the MoE term is now the fused-MoE scratch vLLM keeps (budget.
@@ -34,7 +36,7 @@ LOGS = {
     # was 0.099: +0.07 here
     "q36-35b-e-fp8.log": (None, 0.08),
     # the first Gemma logs ran transformers 5.17, which hid global_head_dim from vLLM (fixtures/models/*-tf517)
-    "g31-e-bf16.log": (MODELS / "gemma-4-31b-text-tf517", 0.12),
+    "g31-e-bf16.log": (MODELS / "gemma-4-31b-text-tf517", 0.16),  # the weights' 0.14 GiB, as above
     "g26-e-bf16.log": (MODELS / "gemma-4-26b-a4b-text-tf517", 0.08),
 }
 
@@ -104,3 +106,12 @@ def test_gemma4_attention_backend():
     assert attention_backend(lookup("h100"), "fp8", 512).label.startswith("TRITON_ATTN")
     assert attention_backend(lookup("rtx3090"), "bf16", 512).label.startswith("TRITON_ATTN")
     assert attention_backend(lookup("h100"), "bf16", 256).label.startswith("FLASH_ATTN (FA3")
+
+
+def test_gemma4_31b_misses_by_its_weights_alone():
+    """Where Gemma 4 31B's available KV is off, the weights are (0.14-0.18 GiB more loaded than modelled); its
+    activation is within 0.01 (the traced dense MLP) and its non-torch memory exact."""
+    for name in ("g31t-e-bf16.log", "g31t-e-fp8.log", "g31-e-bf16.log"):
+        rows = {r[0]: r for r in _compare(name).rows}
+        assert abs(rows["activation peak"][3]) <= 0.01 and abs(rows["non-torch"][3]) <= 0.01
+        assert rows["available KV cache"][3] == pytest.approx(-rows["weights (incl. drafter)"][3], abs=0.01)

@@ -47,8 +47,10 @@ def test_the_3090_corpus_figures():
     assert len(RTX3090_TP4) == 9
     logged, pred = predicted_available("c-4x3090-qwen3.5-27b-v0.19.0.log")
     assert (logged, round(pred, 2)) == (7.0, 6.87)
+    # Qwen2.5-32B eager, 2048 tokens: its forward is the traced dense MLP's peak (budget.forward_traced), 5.16
+    # with the fitted per-width term
     logged, pred = predicted_available("c-4x3090-qwen2.5-32b-v0.18.1-a.log")
-    assert (logged, round(pred, 2)) == (5.24, 5.16)
+    assert (logged, round(pred, 2)) == (5.24, 5.17)
 
 
 def test_gb10_total_agrees_with_its_logs():

@@ -177,6 +177,9 @@ class Features:
     # the attention layers' own tensors at their o_proj over max_num_batched_tokens, bytes per rank
     # (ModelArch.attention_forward_bytes), where a kept fused-MoE scratch sits beside them; 0 otherwise
     attention_forward_bytes: int = 0
+    # an eager forward's dense-MLP peak over max_num_batched_tokens, bytes per rank (ModelArch.mlp_forward_bytes;
+    # 0 under CUDA graphs, where the fitted terms alone stand)
+    mlp_forward_bytes: int = 0
 
 
 def backend_for(d: Deployment) -> Backend:
@@ -235,8 +238,10 @@ def features(d: Deployment, w: WeightBytes | None = None) -> Features:
         2 * d.max_num_batched_tokens * a.hidden_size * dtype_bytes(a.dtype), workers=d.tp * d.pp,
         embeds_in_graph=a.holds_embedding,
         moe_workspace_bytes=kept_moe_workspace_bytes(d), mxfp4_moe_layers=mxfp4_moe_layers(a),
-        attention_forward_bytes=a.attention_forward_bytes(d.max_num_batched_tokens, d.tp, dtype_bytes(a.dtype))
-        if kept_moe_workspace_bytes(d) > 0 else 0,
+        attention_forward_bytes=a.attention_forward_bytes(d.max_num_batched_tokens, d.tp, dtype_bytes(a.dtype),
+                                                          d.pp_first) if kept_moe_workspace_bytes(d) > 0 else 0,
+        mlp_forward_bytes=a.mlp_forward_bytes(d.max_num_batched_tokens, d.tp, dtype_bytes(a.dtype), d.pp_first)
+        if d.enforce_eager else 0,
         mla_heads=a.num_attention_heads // d.tp if a.uses_mla else 0)
 
 
@@ -402,9 +407,45 @@ def language_model_peak(f: Features, c: Coefficients) -> float:
     """profile_run's torch peak increase for the language model (bytes): the base plus the forward's and the
     sampler's peaks, the larger of the two where they do not overlap (activation_peaks_overlap = 0: vLLM
     0.20.2 and 0.26.0 logs) and their sum where a profile says they do."""
-    fw, sp = forward_peak(f, c), sampler_peak(f, c) if f.sampler_runs else 0.0
+    sp = sampler_peak(f, c) if f.sampler_runs else 0.0
+    if forward_traced(f, c):
+        return max(c["activation_base_bytes"] + f.intermediate_bytes + sp, mlp_peak(f, c))
+    fw = forward_peak(f, c)
     peak = c["activation_base_bytes"] + f.intermediate_bytes + (fw + sp if peaks_add(c) else max(fw, sp))
-    return max(peak, moe_attention_peak(f, c))
+    return max(peak, moe_attention_peak(f, c), mlp_peak(f, c))
+
+
+def forward_traced(f: Features, c: Coefficients) -> bool:
+    """Whether the eager forward's peak is the traced dense MLP's alone, in place of the fitted per-width term: an
+    attention model with dense MLPs (no state layers, whose own transients the fitted term covers; no MoE, no MLA)
+    on a version whose forward and sampler peaks do not add. Every such lab log agrees within 0.01 GiB (vLLM
+    0.20.2 and 0.26.0: Qwen3-8B 0.23 at 2048 tokens and 0.84 at 8192 on one GPU, a PP stage and a DP engine,
+    Llama-3.1-8B 0.88, Phi-4 1.09, Gemma 4 31B 0.36 x 3), where the fitted term was 0.03-0.05 off each."""
+    return bool(f.mlp_forward_bytes) and not (f.hybrid or f.moe or f.mla_heads or peaks_add(c))
+
+
+def cublas_workspace(f: Features, c: Coefficients) -> float:
+    """cuBLAS's workspace, which the profile's first GEMM allocates through torch (bytes, by GPU architecture)."""
+    return c.get(f"cublas_workspace_bytes@{f.architecture}", c.get("cublas_workspace_bytes", 0.0))
+
+
+def received_bytes(f: Features) -> float:
+    """The intermediate tensors a later pipeline stage receives, where its peak counts them (bytes): the residual
+    stream's residual is among them (ModelArch.residual_stream_bytes leaves it out there)."""
+    return f.intermediate_bytes
+
+
+def mlp_peak(f: Features, c: Coefficients) -> float:
+    """An eager forward's peak at a dense MLP, traced (bytes above the profile's start): the MLP's own tensors and
+    the residual stream's (ModelArch.mlp_forward_bytes), cuBLAS's workspace, and with a drafter the target's
+    hidden states its dummy run keeps (vLLM 0.26.0's allocator at 8192 tokens: Qwen3-8B 864 MiB, logged 0.84 GiB;
+    Qwen3.5-9B 928, logged 0.91; Qwen3.8-27B with MTP 3 1,328 = 32 + 544 + 272 + 6 x 80, logged 1.30). A fresh
+    machine's Triton JIT peaks inside the GDN layers, not here (Qwen3.5-9B's first boot: 928 MiB at the MLP). The
+    fitted per-width term (forward_peak) stays where it is the larger. 0 under CUDA graphs."""
+    if not f.mlp_forward_bytes:
+        return 0.0
+    held = f.tokens * f.hidden * f.logits_bytes if f.speculative else 0
+    return cublas_workspace(f, c) + f.mlp_forward_bytes + held + received_bytes(f)
 
 
 def moe_attention_peak(f: Features, c: Coefficients) -> float:
@@ -417,9 +458,8 @@ def moe_attention_peak(f: Features, c: Coefficients) -> float:
     tensors it received, the residual among them. 0 without a kept scratch, and for MLA (its own coefficient)."""
     if f.moe_workspace_bytes <= 0 or not f.attention_forward_bytes or f.mla_heads:
         return 0.0
-    cublas = c.get(f"cublas_workspace_bytes@{f.architecture}", c.get("cublas_workspace_bytes", 0.0))
-    received = max(f.intermediate_bytes - f.tokens * f.hidden * f.logits_bytes, 0)
-    return cublas + f.moe_workspace_bytes + f.attention_forward_bytes + received + jit_extra(f, c)
+    return (cublas_workspace(f, c) + f.moe_workspace_bytes + f.attention_forward_bytes + received_bytes(f)
+            + jit_extra(f, c))
 
 
 def peaks_add(c: Coefficients) -> bool:

@@ -29,7 +29,7 @@ def read(cfg: dict[str, Any], name: str) -> ModelArch:
     experts, top_k = b.count("num_local_experts"), b.count("num_experts_per_tok", default=1)
     inter = b.count("intermediate_size")
     moe = MoE(b.hidden, experts, top_k, inter, inter, shared_gate=False)
-    dense = DenseMLP(b.hidden, b.count("intermediate_size_mlp", default=inter))
+    dense = DenseMLP(b.hidden, b.count("intermediate_size_mlp", default=inter), holds_gate_up=False)  # LlamaMLP
     sparse = tuple(i for i in range(n) if step and (i + 1) % step == 0)
     layers = tuple(DecoderLayer(ChunkedAttention(**shape, chunk=chunk) if nope[i] else FullAttention(**shape),
                                 moe if i in sparse else dense) for i in range(n))

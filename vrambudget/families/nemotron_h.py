@@ -56,7 +56,7 @@ def read(cfg: dict[str, Any], name: str) -> ModelArch:
         elif ch == "-":
             width = int(mlp_sizes[mlp_index]) if mlp_sizes else b.count("intermediate_size")
             mlp_index += 1
-            layers.append(DecoderLayer(None, DenseMLP(b.hidden, width, gated=False, bias=bool(t.get("mlp_bias")))))
+            layers.append(DecoderLayer(None, DenseMLP(b.hidden, width, gated=False, bias=bool(t.get("mlp_bias")), holds_gate_up=False)))
         else:
             if moe is None:
                 raise UserError(f"{name}: an E (MoE) layer in hybrid_override_pattern without n_routed_experts")

@@ -48,16 +48,16 @@ class FullAttention:
             yield Tensor(f"{p}.sinks", self.num_heads, 1, linear=False, part=part)
 
     def forward_bytes(self, tokens: int, tp: int, act_bytes: int) -> int:
-        """Bytes alive when o_proj writes its output in an eager forward over `tokens` tokens, per rank: the fused
-        qkv projection's output, the q/k RMSNorms' copies, the attention's output, o_proj's output and the layer's
-        input and residual (whole hidden on every rank). vLLM 0.26.0's allocator at the profile's peak of
-        Qwen3-30B-A3B and Mixtral 8x7B, 8192 tokens (lab-vllm-0.26.0-h100/moe-forward/snap-*: 80 + 64 + 8 + 64 +
-        3 x 32 MiB and 96 + 64 + 3 x 64 MiB beside the fused-MoE scratch)."""
+        """The attention's own tensors when o_proj writes its output in an eager forward over `tokens` tokens, per
+        rank: the fused qkv projection's output, the q/k RMSNorms' copies, the attention's output and o_proj's
+        output (whole hidden). vLLM 0.26.0's allocator at the profile's peak, 8192 tokens
+        (lab-vllm-0.26.0-h100/moe-forward/snap-*): Qwen3-30B-A3B 80 + 64 + 8 + 64 + 32 MiB, Mixtral 8x7B
+        96 + 64 + 64, beside the residual stream (ModelArch.residual_stream_bytes) and the fused-MoE scratch."""
         heads, kv = self.num_heads // tp, self.kv_heads_per_rank(tp)
         q = heads * self.head_dim * (2 if self.output_gate else 1)
         k, v = kv * self.head_dim, kv * self.v_dim
         norms = heads * self.head_dim + k if self.qk_norm or self.qk_norm_all_heads else 0
-        return tokens * act_bytes * (q + k + v + norms + heads * self.v_dim + 3 * self.hidden)
+        return tokens * act_bytes * (q + k + v + norms + heads * self.v_dim + self.hidden)
 
     def kv_heads_per_rank(self, tp: int) -> int:
         """vLLM splits the KV heads over the ranks, or replicates them where there are fewer heads than ranks."""

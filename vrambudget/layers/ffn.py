@@ -15,6 +15,10 @@ class DenseMLP:
     intermediate: int
     gated: bool = True  # gate and up projections (SwiGLU); False: up only (Nemotron-H's squared ReLU)
     bias: bool = False
+    # vLLM's model file keeps the gate-up output referenced while down_proj runs (qwen2.py, gemma*.py,
+    # deepseek_v2.py, glm4_moe.py: `gate_up, _ = ...`); False where it rebinds it first (llama.py, mistral.py,
+    # nemotron_h.py: `x, _ = ...`), so the peak is the larger of gate-up + activation and activation + down
+    holds_gate_up: bool = True
 
     def tensors(self, prefix: str, part: str) -> Iterator[Tensor]:
         p, h, i = f"{prefix}.mlp", self.hidden, self.intermediate
@@ -27,6 +31,16 @@ class DenseMLP:
     def width(self) -> int:
         """Intermediate width a token goes through (the forward's activation scale)."""
         return self.intermediate
+
+    def forward_bytes(self, tokens: int, tp: int, act_bytes: int) -> int:
+        """The MLP's own tensors at its eager peak, per rank: the gate-up (or up) projection's output and the
+        activation's output (split over the ranks), and down_proj's output (whole hidden) while the gate-up output
+        is still held. vLLM 0.26.0's allocator at 8192 tokens: Qwen3-8B 384 + 192 + 64 MiB; Llama-3.1-8B, whose
+        file drops the gate-up output first, peaks at gate-up + activation (its first pipeline stage: 0.88 GiB)."""
+        up, act = (2 if self.gated else 1) * self.intermediate // tp, self.intermediate // tp
+        if self.holds_gate_up:
+            return tokens * act_bytes * (up + act + self.hidden)
+        return tokens * act_bytes * max(up + act, act + self.hidden)
 
 
 @dataclass(frozen=True)

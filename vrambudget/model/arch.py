@@ -22,6 +22,9 @@ FULL = "full_attention"
 LINEAR = "linear_attention"  # GatedDeltaNet (GDN)
 SLIDING = "sliding_attention"
 
+# architectures whose vLLM model file drops the gate-up output before down_proj (LlamaMLP in llama.py, which Phi-3
+# and Llama 4 import; MistralMLP in mistral.py)
+FREES_GATE_UP = {"LlamaForCausalLM", "MistralForCausalLM", "Phi3ForCausalLM"}
 HYBRID_MODEL_TYPES = {"qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text", "qwen3_next"}
 GEMMA4_MODEL_TYPES = {"gemma4", "gemma4_text"}
 # config keys that change what vLLM allocates and that the memory model does not read yet: a config with
@@ -104,6 +107,9 @@ class ModelArch:
     # the decoder layers as layer kinds (vrambudget/layers): what the planner and the weights loop over
     layers: tuple[DecoderLayer, ...] = field(default=(), compare=False)
     mtp_layer: DecoderLayer | None = field(default=None, compare=False)  # one MTP drafter decoder layer
+    # vLLM runs this model's (1 + w) RMSNorm through its IR's native fused add, whose sum and normed copy are new
+    # tensors: one more hidden-size tensor alive at the MLP's peak (Qwen3.5 / Qwen3-Next; lab allocator history)
+    norm_allocates: bool = False
     # a pipeline stage's share (parallel.stage_arch): the token embedding and the lm_head on this rank or not
     holds_embedding: bool = True
     holds_lm_head: bool = True
@@ -114,11 +120,32 @@ class ModelArch:
             return self.full_num_kv_heads or self.num_kv_heads, self.full_head_dim or self.head_dim
         return self.num_kv_heads, self.head_dim
 
-    def attention_forward_bytes(self, tokens: int, tp: int, act_bytes: int) -> int:
-        """The largest of the attention layers' own tensors at their o_proj (layers.attention.forward_bytes), bytes
-        per rank; 0 without such a layer (MLA answers with its own coefficient)."""
-        return max((layer.mixer.forward_bytes(tokens, tp, act_bytes) for layer in self.layers
-                    if layer.mixer is not None and hasattr(layer.mixer, "forward_bytes")), default=0)
+    def residual_stream_bytes(self, tokens: int, act_bytes: int, first_stage: bool = True, tp: int = 1) -> int:
+        """The hidden-size tensors a layer's forward keeps beside its own, bytes (whole on every rank): the layer's
+        input and the residual (a pipeline stage after the first keeps the residual in the intermediate tensors it
+        received), one more where the norm allocates, and under tensor parallel the all-reduce's output beside the
+        rank's partial sum (vLLM's all_reduce is out of place). vLLM 0.26.0's allocator: 2 x 32 MiB beside
+        Qwen3-30B-A3B's attention; Qwen3-8B's last pipeline stage peaks 64 MiB below its first (0.78 / 0.84);
+        Qwen3.8-27B AutoRound at TP 2, 8192 tokens: 0.98 GiB a rank, one 80 MiB tensor above the rest."""
+        return tokens * act_bytes * self.hidden_size * (1 + first_stage + self.norm_allocates + (tp > 1))
+
+    def attention_forward_bytes(self, tokens: int, tp: int, act_bytes: int, first_stage: bool = True) -> int:
+        """The largest attention layer's eager peak at its o_proj (layers.attention.forward_bytes) with the
+        residual stream, bytes per rank; 0 without such a layer (MLA answers with its own coefficient)."""
+        own = max((layer.mixer.forward_bytes(tokens, tp, act_bytes) for layer in self.layers
+                   if layer.mixer is not None and hasattr(layer.mixer, "forward_bytes")), default=0)
+        return own + self.residual_stream_bytes(tokens, act_bytes, first_stage, tp) if own else 0
+
+    def mlp_forward_bytes(self, tokens: int, tp: int, act_bytes: int, first_stage: bool = True) -> int:
+        """The largest dense MLP's eager peak (layers.ffn.DenseMLP.forward_bytes), with its input (the attention's
+        output, normed in place) and the residual stream, bytes per rank; 0 without a dense MLP. vLLM 0.26.0's
+        allocator at 8192 tokens: Qwen3-8B 640 + 64 + 2 x 64 MiB (+ cuBLAS's 32), Qwen3.5-9B 640 + 64 + 3 x 64."""
+        own = max((layer.ffn.forward_bytes(tokens, tp, act_bytes) for layer in self.layers
+                   if hasattr(layer.ffn, "forward_bytes")), default=0)
+        if not own:
+            return 0
+        return (own + tokens * act_bytes * self.hidden_size
+                + self.residual_stream_bytes(tokens, act_bytes, first_stage, tp))
 
     @property
     def is_hybrid(self) -> bool:
@@ -318,6 +345,7 @@ def read_decoder(cfg: dict[str, Any], name: str = "model") -> ModelArch:
         max_position_embeddings=max_pos,
         attn_output_gate=bool(text.get("attn_output_gate", model_type in HYBRID_MODEL_TYPES)),
         qk_norm=qk_norm, attention_bias=bool(text.get("attention_bias", False)),
+        norm_allocates=model_type in HYBRID_MODEL_TYPES,
         sliding_window=int(window) if window else None, gdn=gdn, moe=moe,
         mtp_layers=mtp, vision=_vision(cfg), full_num_kv_heads=full_kv, full_head_dim=full_dim,
         norms_per_layer=(4 + (3 if text.get("enable_moe_block") else 0)) if gemma4 else 2,
@@ -346,7 +374,7 @@ def _ffn(a: ModelArch, moe: bool):
         m = a.moe
         return MoE(a.hidden_size, m.num_experts, m.top_k, m.expert_intermediate, m.shared_expert_intermediate,
                    gated=m.gated)
-    return DenseMLP(a.hidden_size, a.intermediate_size)
+    return DenseMLP(a.hidden_size, a.intermediate_size, holds_gate_up=a.architecture not in FREES_GATE_UP)
 
 
 def with_layers(a: ModelArch) -> ModelArch:
