@@ -137,6 +137,7 @@ class Deployment:
     expert_parallel: bool = False
     gpus: tuple = ()  # the cards as listed in --gpu (one: every rank alike)
     pp_partition: str | None = None  # VLLM_PP_LAYER_PARTITION as vLLM reads it ('12,20'); None: vLLM's even split
+    nodes: int = 1  # hosts the workers are spread over (vLLM's --nnodes)
 
     @property
     def version_label(self) -> str:

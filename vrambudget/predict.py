@@ -187,6 +187,9 @@ def estimated_terms(d: Deployment, b: Budget, c: Coefficients | None = None) -> 
     if (d.tp > 1 or d.pp > 1) and c is not None and "non_torch_eager_tp_bytes" not in c.items:
         out.append("non-torch memory of a worker of several on this vLLM (measured on 0.26.0 only: 0.06-0.09 GiB; "
                    "a public vLLM 0.10.2 TP=2 boot on two H200s logged 1.38 GiB per worker)")
+    if d.nodes > 1:
+        out.append(f"{d.nodes} hosts: every worker is planned as on one host (NCCL's buffers for the network between "
+                   "hosts are not measured)")
     if d.pp > 1:
         out.append("pipeline stages (measured on vLLM 0.26.0, two H200s: Qwen3-8B, Llama-3.1-8B, Qwen3-30B-A3B; the "
                    "intermediate tensors on other versions and runners from source)")

@@ -46,6 +46,7 @@ class DeploymentOptions:
     pipeline_parallel_size: int = 1
     data_parallel_size: int = 1
     enable_expert_parallel: bool = False
+    nodes: int = 1
 
     def with_(self, **changes: Any) -> "DeploymentOptions":
         from dataclasses import replace
@@ -100,8 +101,10 @@ OPTIONS: dict[str, Opt] = {o.name: o for o in (
         min=1, panel=P),
     Opt("data_parallel_size", ("--data-parallel-size", "-dp"), int, 1, "Data-parallel engines, each planned alone "
         "(dense models).", min=1, panel=P),
-    Opt("enable_expert_parallel", ("--enable-expert-parallel",), bool, False, "Expert parallel (not modelled: "
-        "refused).", panel=P),
+    Opt("enable_expert_parallel", ("--enable-expert-parallel",), bool, False, "Expert parallel: whole experts per "
+        "rank (an even split; an uneven one is refused).", panel=P),
+    Opt("nodes", ("--nodes",), int, 1, "Hosts the workers are spread over (vLLM's --nnodes): each worker is "
+        "planned on its own card; a --gpu list of this many cards gives each host's card.", min=1, panel=P),
     Opt("compile_cache", ("--compile-cache",), str, "cold", "cold: first boot of this graph (larger profiling peak); "
         "warm: compiled before and the Triton kernel cache kept; warm-jit: compiled before, but the Triton cache is "
         "gone (a container without a persisted ~/.triton: kernels JIT-compile inside the profile); fresh: the first "
@@ -290,9 +293,11 @@ def build(o: DeploymentOptions):
             raise UserError(f"{flag} {held / 2**30:.2f} GiB is not below {gpu.name}'s {gpu.total_gib:.2f} GiB; "
                             "give what the GPU reports (nvidia-smi)")
     choice = choose_version(o.vllm_version)
+    if o.nodes > 1:
+        cards = node_cards(o, cards)
     d = resolve(src, gpu, choice.rules, flags).with_(vllm=choice, pp=o.pipeline_parallel_size,
                                                      dp=o.data_parallel_size, expert_parallel=o.enable_expert_parallel,
-                                                     gpus=cards,
+                                                     gpus=cards, nodes=o.nodes,
                                                      pp_partition=os.environ.get("VLLM_PP_LAYER_PARTITION") or None)
     moe = d.model.arch.moe
     if moe is not None and d.dp > 1:
@@ -304,6 +309,24 @@ def build(o: DeploymentOptions):
     if d.expert_parallel and d.model.arch.moe is None:
         raise UserError(f"--enable-expert-parallel: {d.model.ref} has no experts")
     return d, load(choice.rules.version, gpu.key, src.ref)
+
+
+def node_cards(o: DeploymentOptions, cards: tuple) -> tuple:
+    """The cards of one engine's workers over `o.nodes` hosts (vLLM places world ranks in order, a host's share
+    each: config/parallel.py local_world_size); a --gpu list of one card per host becomes one per worker."""
+    from ..errors import UserError
+
+    world = o.tensor_parallel_size * o.pipeline_parallel_size * o.data_parallel_size
+    if world % o.nodes:
+        raise UserError(f"--nodes {o.nodes}: vLLM needs the {world} workers (TP x PP x DP) to divide evenly over the "
+                        "hosts")
+    if len(cards) != o.nodes:
+        return cards
+    if o.data_parallel_size > 1 and len({c.key for c in cards}) > 1:
+        raise UserError("--nodes with data parallel over hosts of different cards: each engine would plan its own "
+                        "cards, which is not modelled; plan each host's engine alone")
+    per_host, engine = world // o.nodes, o.tensor_parallel_size * o.pipeline_parallel_size
+    return tuple(cards[w // per_host] for w in range(engine))
 
 
 # options more than one command declares

@@ -57,7 +57,7 @@ def predict(opts: DeploymentOptions, **own: Any) -> None:
             plans = plan_ranks(d, c)  # VLLM_PP_LAYER_PARTITION: read once, into d.pp_partition
             bad = worst(plans)
             if json_out:
-                emit_json({**bad.prediction.to_json(), "worst_rank": bad.rank.name, "ranks": [
+                emit_json({**bad.prediction.to_json(), "worst_rank": bad.rank.name, "nodes": d.nodes, "ranks": [
                     {"rank": r.rank.name, "gpu": r.rank.gpu.key, "first_layer": r.rank.first_layer,
                      "layers": r.rank.layers, "budget_bytes": r.prediction.budget.requested_bytes,
                      "weights_bytes": r.prediction.budget.weights_bytes,

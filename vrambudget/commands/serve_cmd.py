@@ -25,6 +25,8 @@ def serve_cmd(opts: DeploymentOptions,
               port: Annotated[int, typer.Option("--port")] = 8000,
               served_model_name: Annotated[Optional[str], typer.Option("--served-model-name")] = None,
               user: Annotated[Optional[str], typer.Option("--user", help="systemd: run as this user.")] = None,
+              master_addr: Annotated[Optional[str], typer.Option("--master-addr", help="With --nodes: the head "
+                                     "host's address the other hosts reach.")] = None,
               out: Annotated[Optional[str], typer.Option("--out", help="Write to this file instead of stdout.")] = None,
               force: Annotated[bool, typer.Option("--force", help="Replace --out if it exists.")] = False) -> None:
     """Print the `vllm serve` command for a configuration (max_model_len: the predicted ceiling or
@@ -40,6 +42,9 @@ def serve_cmd(opts: DeploymentOptions,
 
         sc.check_format(fmt)
         d, c = opts.build()
+        if d.nodes > 1 and fmt in ("systemd", "compose"):
+            raise UserError(f"--nodes {d.nodes} --format {fmt}: one unit per host is not written; --format shell or "
+                            "json gives every host's command")
         fitted = fit_max_num_seqs(d, c)  # vLLM's default max_num_seqs lowered where its Mamba-block check refuses it
         notes = []
         if fitted.max_num_seqs != d.max_num_seqs:
@@ -58,6 +63,8 @@ def serve_cmd(opts: DeploymentOptions,
             mml = sc.choose_max_model_len(p, margin)
         model = sc.model_argument(d, checkpoint)
         cmd = sc.build_command(d, p, model, mml, port, served_model_name)
+        if d.nodes > 1:
+            cmd.hosts = sc.host_steps(d, cmd.argv, master_addr)
         if model.placeholder:
             notes.append(model.how)
         text = sc.render(cmd, fmt, f"vLLM {model.value} (max_model_len {mml}, GMU {d.gmu:.2f}; vrambudget)",

@@ -23,9 +23,12 @@ def subject_line(d: Any, defaulted: tuple[str, ...] = ()) -> str:
     (the model, the GPU) is said, with the flag that changes it."""
     said = {"model": "the default model: -m names yours", "gpu": "the default GPU: --gpu names yours"}
     notes = [said[k] for k in defaulted if k in said]
-    cards = d.gpus or (d.gpu,)
-    on = " + ".join(f"{g.name} ({g.total_gib:.2f} GiB)" for g in cards)
-    return (f"For {d.model.ref} on {on}, {d.version_label}"
+    from itertools import groupby
+
+    runs = [(g, len(list(same))) for g, same in groupby(d.gpus or (d.gpu,), key=lambda g: g)]
+    on = " + ".join(f"{n} x " * (n > 1) + f"{g.name} ({g.total_gib:.2f} GiB)" for g, n in runs)
+    hosts = f" over {d.nodes} hosts" if getattr(d, "nodes", 1) > 1 else ""
+    return (f"For {d.model.ref} on {on}{hosts}, {d.version_label}"
             + (f" [{'; '.join(notes)}]" if notes else "") + ":")
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..deployment import Deployment
@@ -23,6 +23,38 @@ class ServeCommand:
     ceiling: int
     warnings: list[str]
     placeholder: str = ""  # how to fill the model's stand-in, where the argv holds one (model_argument)
+    hosts: list["HostStep"] = field(default_factory=list)  # several hosts: what each runs, in order (host_steps)
+
+
+@dataclass(frozen=True)
+class HostStep:
+    """One command one host runs: its number (0: the head, which serves the API) and its whole argv."""
+
+    host: int
+    argv: list[str]
+
+
+RAY_PORT = 6379
+_ADDRESS = re.compile(r"[A-Za-z0-9][A-Za-z0-9.:-]{0,252}")
+
+
+def host_steps(d: Deployment, argv: list[str], master_addr: str | None) -> list[HostStep]:
+    """The commands of a deployment over d.nodes hosts. vLLM 0.26 on (read in 0.26.0's entrypoints/cli/serve.py
+    and config/parallel.py): the same `vllm serve` on every host with --nnodes, its --node-rank and the head's
+    --master-addr, the others --headless (they run workers, no API server). Earlier ranges: a Ray cluster (`ray
+    start` on every host) and `vllm serve --distributed-executor-backend ray` on the head (vLLM's multi-node
+    documentation, 0.5-0.26)."""
+    if not master_addr:
+        raise UserError(f"--nodes {d.nodes}: give --master-addr, the head host's address the others reach")
+    if not _ADDRESS.fullmatch(master_addr):
+        raise UserError(f"--master-addr {master_addr!r}: a host name or IP address (letters, digits, '.', ':', '-')")
+    if tuple(int(x) for x in d.rules.version.split(".")) >= (0, 26):
+        common = ["--nnodes", str(d.nodes), "--master-addr", master_addr]
+        return [HostStep(h, ["vllm", *argv, *common, "--node-rank", str(h), *(["--headless"] if h else [])])
+                for h in range(d.nodes)]
+    ray = [HostStep(0, ["ray", "start", "--head", "--port", str(RAY_PORT)])]
+    ray += [HostStep(h, ["ray", "start", "--address", f"{master_addr}:{RAY_PORT}"]) for h in range(1, d.nodes)]
+    return ray + [HostStep(0, ["vllm", *argv, "--distributed-executor-backend", "ray"])]
 
 
 def choose_max_model_len(p: Prediction, margin: str | None) -> int:
@@ -127,6 +159,8 @@ def render(cmd: ServeCommand, fmt: str, description: str, rules_version: str, po
 
 
 def shell(cmd: ServeCommand) -> str:
+    if cmd.hosts:
+        return "\n".join(f"# host {s.host}{' (head)' if s.host == 0 else ''}\n{shlex.join(s.argv)}" for s in cmd.hosts)
     return "vllm " + " ".join(shlex.quote(a) for a in cmd.argv)
 
 
@@ -186,5 +220,7 @@ def compose(cmd: ServeCommand, vllm_version: str, port: int) -> str:
 
 def as_json(cmd: ServeCommand) -> dict[str, Any]:
     extra = {"model_placeholder": cmd.argv[1], "fill": cmd.placeholder} if cmd.placeholder else {}
-    return {**extra, "argv": ["vllm", *cmd.argv], "shell": shell(cmd), "max_model_len": cmd.max_model_len,
+    hosts = {"hosts": [{"host": s.host, "argv": s.argv, "shell": shlex.join(s.argv)} for s in cmd.hosts]} \
+        if cmd.hosts else {}
+    return {**extra, "argv": ["vllm", *cmd.argv], "shell": shell(cmd), **hosts, "max_model_len": cmd.max_model_len,
             "ceiling": cmd.ceiling, "warnings": cmd.warnings}
