@@ -9,7 +9,8 @@ log lines for it (the planner, verified on real logs, gives the KV figures), ser
   all, the multi-turn cliff), faults.runtime_need_gib (what a prompt needs beyond the budget: a
   request OOMs when free-at-start minus the budget is less), faults.insufficient_free, faults.not_http (the port
   answers with something that is not HTTP).
-Like vLLM 0.20.2 it refuses a hybrid whose max_num_seqs exceeds its KV cache blocks with CUDA graphs.
+With --pipeline-parallel-size every stage prints its own profile (pp_activation_gib: each stage's peak) and the
+engine's KV tokens are the fewest blocks any stage has. Like vLLM 0.20.2 it refuses a hybrid whose max_num_seqs exceeds its KV cache blocks with CUDA graphs.
 It also starts a child process in its own process group, so tests can check the probe stops the
 whole group. Every start is appended to $state_dir/starts.log.
 """
@@ -60,6 +61,7 @@ def main() -> int:
     ap.add_argument("--language-model-only", action="store_true")
     ap.add_argument("--load-format")
     ap.add_argument("--tensor-parallel-size", type=int, default=1)
+    ap.add_argument("--pipeline-parallel-size", type=int, default=1)
     args, _unknown = ap.parse_known_args()
     truth = json.loads(Path(os.environ["SIMVLLM_TRUTH"]).read_text())
     faults = truth.get("faults", {})
@@ -144,6 +146,9 @@ def main() -> int:
     if cg:
         say(f"INFO 11-21 05:36:16 [v1/worker/gpu_model_runner.py:6042] Estimated CUDA graph memory: {cg:.2f} GiB total")
     non_torch = truth["non_torch_gib"]
+    if args.pipeline_parallel_size > 1:
+        L = pipeline_stages(args, truth, d, src, requested, weights, non_torch, flags)
+        return 1 if L is None else serve(args, faults, free, requested, L)
     non_kv = (weights + act + non_torch) * GiB
     avail = requested - non_kv - cg * GiB
     say(f"{D}Memory profiling takes 3.93 seconds. Total non KV cache memory: {non_kv / GiB:.2f}GiB; torch peak memory "
@@ -181,6 +186,11 @@ def main() -> int:
         say("Capturing CUDA graphs (mixed prefill-decode, PIECEWISE): 100%|##########| 9/9")
         time.sleep(pause)
         say(f"INFO 11-21 05:36:19 [v1/worker/gpu_model_runner.py:6133] Graph capturing finished in 2 secs, took {cg:.2f} GiB")
+    return serve(args, faults, free, requested, L)
+
+
+def serve(args, faults: dict, free: float, requested: int, L: int) -> int:
+    """The engine's last line, then the API server (until the probe stops it)."""
     say("INFO 11-21 05:32:36 [v1/engine/core.py:306] init engine (profile, create kv cache, warmup model) took 9.64 s")
     oom_above = faults.get("runtime_oom_above")
     oom_after = faults.get("runtime_oom_after_tokens")  # allocator growth across requests (multi-turn cliff)
@@ -237,6 +247,47 @@ def main() -> int:
     HTTPServer(("127.0.0.1", args.port), Handler).serve_forever()
     return 0
 
+
+
+def pipeline_stages(args, truth: dict, d, src, requested: int, weights: float, non_torch: float, flags) -> int | None:
+    """Pipeline parallel (the 0.26 lines every worker prints): each stage's budget on its own layers (weights split
+    evenly, truth's pp_activation_gib per stage), the engine's KV tokens from the fewest blocks of any stage; the
+    max_model_len that plan admits, or None after vLLM's refusal."""
+    from vrambudget.parallel import ranks, stage_deployment
+
+    pp = args.pipeline_parallel_size
+    dp = d.with_(pp=pp)
+    acts = truth.get("pp_activation_gib") or [truth["activation_gib"]] * pp
+    blocks, avail0 = [], None
+    for r in ranks(dp, pp, [d.gpu]):
+        sd = stage_deployment(dp, r, pp)
+        act = acts[r.pp_rank]
+        avail = requested - (weights / pp + act + non_torch) * GiB
+        who = f"(Worker_PP{r.pp_rank} pid={100 + r.pp_rank}) "
+        say(f"{who}{D}Memory profiling takes 3.93 seconds. Total non KV cache memory: "
+            f"{weights / pp + act + non_torch:.2f}GiB; torch peak memory increase: {act:.2f}GiB; non-torch forward "
+            f"increase memory: {non_torch:.2f}GiB; weights memory: {weights / pp:.2f}GiB.")
+        if r.pp_rank == 0:
+            avail0 = avail
+            say(f"{who}{P}Available KV cache memory: {avail / GiB:.2f} GiB")
+        blocks.append(plan_kv(layout_for(sd), int(avail), 1, sd.rules).num_blocks)
+    block = layout_for(d).block_size
+    tokens = min(blocks) * block
+    if flags.max_model_len is None:
+        L = min(tokens, src.arch.max_position_embeddings)
+    else:
+        L = flags.max_model_len
+        if tokens < L:
+            say(f"ERROR 11-21 05:32:30 [v1/engine/core.py:1349] ValueError: To serve at least one request with the "
+                f"models's max seq len ({L}), (more KV cache is needed than the available KV cache memory "
+                f"({avail0 / GiB:.2f} GiB). Based on the available memory, the estimated maximum model length is "
+                f"{tokens}. Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing "
+                "the engine.")
+            return None
+    say(f"INFO 11-21 05:32:30 [v1/core/kv_cache_utils.py:1708] GPU KV cache size: {tokens:,} tokens")
+    say(f"INFO 11-21 05:32:30 [v1/core/kv_cache_utils.py:1709] Maximum concurrency for {L:,} tokens per request: "
+        f"{tokens / L:.2f}x")
+    return L
 
 if __name__ == "__main__":
     sys.exit(main())

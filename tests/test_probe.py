@@ -331,3 +331,44 @@ def test_mamba_block_refusal_is_retried_with_the_blocks_vllm_names(sim, tmp_path
     assert out["attempts"][i + 1]["outcome"] == "started" and out["ceiling"] >= out["attempts"][i + 1]["max_model_len"]
     assert any(f"retrying with --max-num-seqs {blocks}" in x for x in lines)
     assert f"start vLLM with --max-num-seqs {blocks}" in probe_summary_text(out)
+
+
+def test_pipeline_stages_are_probed_as_one_engine(sim, tmp_path, monkeypatch):
+    """Qwen3-8B over two pipeline stages on the simulated vLLM: the last stage's peak (2.5 GiB, its sampler) leaves
+    it fewer KV blocks than the first, and the engine takes the fewest. The probe finds that engine's ceiling from
+    the log's KV cache tokens (the first worker's 'Available KV cache memory' alone would say 40,960), and records
+    the first worker's share (18 layers of 36, 2 workers): the worker whose figures the log prints."""
+    from vrambudget.parallel import ranks, stage_deployment
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    truth = sim(model_profile="qwen3-8b", weights_gib=15.27, mtp_gib=0.0, activation_gib=0.84,
+                pp_activation_gib=[0.84, 2.5], non_torch_gib=0.07)
+    d = resolve(resolve_model("qwen3-8b"), gpus.lookup("h100"), rules_for("0.20.2"),
+                Flags(gpu_memory_utilization=0.15, enforce_eager=True, max_num_seqs=8,
+                      max_num_batched_tokens=2048)).with_(pp=2)
+    requested = math.ceil(truth["total_gib"] * GiB * 0.15)
+    blocks = []
+    for r in ranks(d, 2, [d.gpu]):
+        sd = stage_deployment(d, r, 2)
+        avail = requested - (truth["weights_gib"] / 2 + truth["pp_activation_gib"][r.pp_rank] + 0.07) * GiB
+        blocks.append(plan_kv(layout_for(sd), int(avail), 1, sd.rules).num_blocks)
+    engine = min(blocks) * layout_for(d).block_size
+    assert blocks[1] < blocks[0] and engine < 40_960
+    p, _ = prober(tmp_path, d)
+    out = p.bisect()
+    assert out["ceiling"] == engine
+    assert all("--pipeline-parallel-size" in s["argv"] for s in starts(truth))
+    recs = [r for r in read_jsonl(tmp_path / "runs" / "records.jsonl") if r.get("kind") != "verify"]
+    assert {(r["features"]["layers"], r["features"]["workers"]) for r in recs} == {(18, 2)}
+
+
+def test_probe_refuses_what_it_cannot_run_on_several_workers(tmp_path):
+    r = CliRunner().invoke(app, ["probe", "-m", "qwen3-8b", "-g", "h100", "-pp", "2", "--nodes", "2",
+                                 "--runs-dir", str(tmp_path / "r")])
+    assert r.exit_code == 2 and "this host only" in r.output
+    r = CliRunner().invoke(app, ["probe", "-m", "qwen3-8b", "-pp", "2", "--simulate-gpu", "rtx4090",
+                                 "--runs-dir", str(tmp_path / "r")])
+    assert r.exit_code == 2 and "the blocker holds one GPU" in r.output
+    r = CliRunner().invoke(app, ["probe", "-m", "qwen3-8b", "-g", "h100", "-pp", "2", "--target-context", "32k",
+                                 "--runs-dir", str(tmp_path / "r")])
+    assert r.exit_code == 2 and "--target-context with pipeline stages" in r.output

@@ -71,9 +71,17 @@ def probe(opts: DeploymentOptions,
 
         sim = simulate_gpu or (opts.gpu_memory if free_memory else None)
         d, c = opts.with_(gpu=simulate_gpu or (None if opts.gpu_memory else opts.gpu)).build()
-        from ..parallel import one_budget_only
+        if d.nodes > 1:
+            raise UserError(f"--nodes {d.nodes}: the probe starts vLLM on this host only; probe each host's share, or "
+                            "use predict / serve-cmd for several hosts")
+        from ..parallel import several
 
-        one_budget_only(d, "probe")  # its search and memory watch are one GPU's
+        if target_context and several(d):
+            raise UserError("--target-context with pipeline stages or mixed cards: its GMU search plans one budget; "
+                            "probe the ceiling at a GMU (the default --bisect) instead")
+        if sim and d.tp * d.pp * d.dp > 1:
+            raise UserError("--simulate-gpu / --free-memory with several workers: the blocker holds one GPU; probe "
+                            "the real cards")
         sim_opts: dict = {}
         if sim:  # plan what runs: the card's memory on this GPU's chip, vLLM seeing the free memory the blocker leaves
             sim_opts, runs = simulation(d.gpu, free_memory)

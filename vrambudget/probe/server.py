@@ -32,60 +32,84 @@ def port_in_use(port: int) -> bool:
 
 
 class GpuWatch:
-    """GPU memory through NVML; when NVML is missing, every reading is None and waits are skipped."""
+    """GPU memory through NVML, of one device or of an engine's several (their sum, the union of their processes);
+    when NVML is missing, every reading is None and waits are skipped. NVML's indices are taken as CUDA's (the
+    default CUDA_DEVICE_ORDER may differ: set CUDA_DEVICE_ORDER=PCI_BUS_ID where a machine mixes cards)."""
 
-    def __init__(self, index: int = 0):
-        self.index = index
+    def __init__(self, index: int | tuple[int, ...] = 0):
+        self.indices = (index,) if isinstance(index, int) else tuple(index)
+        self.index = self.indices[0]
         self.available = False
         self.driver: str | None = None
         self.name: str | None = None
+        self.names: list[str] = []
         try:
             import pynvml
 
             pynvml.nvmlInit()
             self._nvml = pynvml
-            self._h = pynvml.nvmlDeviceGetHandleByIndex(index)
+            self._hs = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in self.indices]
+            self._h = self._hs[0]
             drv = pynvml.nvmlSystemGetDriverVersion()
             self.driver = drv.decode() if isinstance(drv, bytes) else drv
-            name = pynvml.nvmlDeviceGetName(self._h)
-            self.name = name.decode() if isinstance(name, bytes) else name
+            self.names = [n.decode() if isinstance(n, bytes) else n for n in map(pynvml.nvmlDeviceGetName, self._hs)]
+            self.name = self.names[0]
             self.available = True
-        except Exception:  # no driver / no library: the probe still runs, without memory watching
+        except Exception:  # no driver / no library / fewer devices: the probe still runs, without memory watching
             self.available = False
 
     def used_bytes(self) -> int | None:
+        """Memory used on the watched devices, summed."""
         if not self.available:
             return None
-        return int(self._nvml.nvmlDeviceGetMemoryInfo(self._h).used)
+        return sum(int(self._nvml.nvmlDeviceGetMemoryInfo(h).used) for h in self._hs)
 
     def total_bytes(self) -> int | None:
-        """NVML's total (nvidia-smi's; a little above what CUDA reports)."""
+        """NVML's total of the first device (nvidia-smi's; a little above what CUDA reports)."""
         if not self.available:
             return None
         return int(self._nvml.nvmlDeviceGetMemoryInfo(self._h).total)
 
     def other_processes(self, own_pids: set[int] = frozenset()) -> list[int]:
-        """PIDs of compute processes on the GPU that are not ours."""
+        """PIDs of compute processes on the watched devices that are not ours."""
         if not self.available:
             return []
-        try:
-            procs = self._nvml.nvmlDeviceGetComputeRunningProcesses(self._h)
-        except Exception:
-            return []
-        return [p.pid for p in procs if p.pid not in own_pids]
+        pids: set[int] = set()
+        for h in self._hs:
+            try:
+                pids.update(p.pid for p in self._nvml.nvmlDeviceGetComputeRunningProcesses(h))
+            except Exception:
+                continue
+        return sorted(pids - set(own_pids))
 
     def wait_released(self, baseline: int | None, *, tolerance: int = 512 << 20, timeout: float = 120.0,
                       poll: float = 1.0) -> bool:
-        """Wait until used memory is back within `tolerance` of `baseline` (bytes), reading every `poll` s."""
+        """Wait until used memory is back within `tolerance` a device of `baseline` (bytes), reading every `poll` s."""
         if not self.available or baseline is None:
             return True
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             used = self.used_bytes()
-            if used is not None and used <= baseline + tolerance:
+            if used is not None and used <= baseline + tolerance * len(self._hs):
                 return True
             time.sleep(poll)
         return False
+
+
+def engine_devices(workers: int, env: dict[str, str] | None = None) -> tuple[int, ...]:
+    """The NVML indices of the GPUs vLLM's workers take: the first `workers` of CUDA_VISIBLE_DEVICES where it lists
+    indices, else 0 .. workers - 1."""
+    visible = (env if env is not None else os.environ).get("CUDA_VISIBLE_DEVICES", "").strip()
+    if not visible:
+        return tuple(range(workers))
+    try:
+        listed = [int(x) for x in visible.split(",") if x.strip()]
+    except ValueError:
+        raise UserError(f"CUDA_VISIBLE_DEVICES={visible!r}: the probe reads GPU indices (0,1,...), not UUIDs") from None
+    if len(listed) < workers:
+        raise UserError(f"CUDA_VISIBLE_DEVICES={visible!r} shows {len(listed)} GPU(s); the deployment has {workers} "
+                        "workers, one GPU each")
+    return tuple(listed[:workers])
 
 
 @dataclass

@@ -20,10 +20,11 @@ from ..deployment import Deployment, gmu_flag
 from ..errors import UserError
 from ..kv.planner import ceiling_for, kv_needed_bytes
 from ..logparse import LogFacts, parse_log
+from ..parallel import deciding, ranks, several, stage_deployment
 from ..predict import fit_max_num_seqs, layout_for, min_gmu_for_context, predict
 from ..units import GiB
 from . import phases, records, search
-from .server import GpuWatch, MemoryBlocker, ServerProcess, free_port, port_in_use
+from .server import GpuWatch, MemoryBlocker, ServerProcess, engine_devices, free_port, port_in_use
 from .verify import Verifier, stalled
 
 _stalled = stalled  # the name tests import
@@ -166,7 +167,8 @@ class Prober:
         if self.d.max_num_seqs != d.max_num_seqs:
             report(f"--max-num-seqs {self.d.max_num_seqs}: vLLM's default {d.max_num_seqs} exceeds the KV cache "
                    "blocks predicted for this hybrid model, and its CUDA graphs need one per sequence")
-        self.gpu = GpuWatch()
+        self.workers = d.tp * d.pp * d.dp  # one GPU each: the probe watches them all
+        self.gpu = GpuWatch(engine_devices(self.workers) if self.workers > 1 else 0)
         self.attempts: list[Attempt] = []
         self.records_path = opts.runs_dir / "records.jsonl"
         self.layout = layout_for(d)
@@ -184,7 +186,7 @@ class Prober:
         # graph mode: every new max_model_len is a new compile-cache key, so its first boot is cold and a cold
         # failure is retried warm; aim at the warm ceiling from the start
         start = self.d if self.d.enforce_eager else self.d.with_(compile_cache="warm")
-        predicted = predict(start.with_(auto_fit=True), self.c).ceiling
+        predicted = deciding(start.with_(auto_fit=True), self.c).ceiling  # several workers: the fewest blocks
         return self._run("bisect", lambda: search.bisect(
             self._trial("bisect"), gmu=self.d.gmu, block=self.layout.block_size, max_len=max_len,
             predicted=predicted, verify=self.opts.verify, serving_gmu=self._serving_gmu, report=self.report))
@@ -219,7 +221,7 @@ class Prober:
         def trial(gmu: float, mml: int, verify_if: Callable[[int | None], bool]) -> search.Trial:
             att, srv = self.run_startup(gmu, mml, mode, keep=self.opts.verify)
             f = att.facts
-            exact = warm_ceiling(self.d, self.c, self.layout, f) if att.outcome == "started" else None
+            exact = self._exact_ceiling(f) if att.outcome == "started" else None
             verified = None
             if srv is not None:
                 if verify_if(exact):
@@ -235,6 +237,16 @@ class Prober:
                                 f.needed_kv_gib * GiB if f.needed_kv_gib is not None else None, verified,
                                 bool(v.get("runtime_oom") or v.get("server_died")) and not v.get("stalled"))
         return trial
+
+    def _exact_ceiling(self, f: LogFacts) -> int | None:
+        """The ceiling a started log proves: from its available KV memory on one worker (warm_ceiling); with several
+        workers the engine's KV cache tokens (every worker gets the fewest blocks any has), which the log states."""
+        if not several(self.d):
+            return warm_ceiling(self.d, self.c, self.layout, f)
+        if not f.kv_cache_tokens:
+            return None
+        return min(f.kv_cache_tokens // self.layout.block_size * self.layout.block_size,
+                   self.d.model.arch.max_position_embeddings)
 
     def _serving_gmu(self, gmu: float, mml: int) -> float | None:
         """After a runtime OOM at `gmu`: predict's highest GMU that serves the verify prompt, when it is lower
@@ -364,6 +376,8 @@ class Prober:
         o = self.opts
         sim = ({"free_bytes": o.simulate_free_bytes, "real_total_bytes": o.real_total_bytes,
                 "real_context_bytes": o.real_context_bytes} if self.blocker else None)
+        if several(d):  # the log's budget lines are its first worker's (PP0 TP0): that worker's share and plan
+            d = stage_deployment(d, ranks(d, d.pp, list(d.gpus) or [d.gpu])[0], d.pp)
         records.append(self.records_path, records.startup_record(
             d=d, predicted=predict(d, self.c), mode=mode, n=att.n, outcome=att.outcome, seconds=att.seconds,
             retry_of_cold_compile=att.retry_of_cold_compile, retry_of_mamba_blocks=att.retry_of_mamba_blocks,
