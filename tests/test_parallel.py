@@ -42,13 +42,13 @@ def test_the_public_pp3_log_splits_and_plans_as_vllm_did():
     tokens = int(re.search(r"GPU KV cache size: ([\d,]+) tokens", log).group(1).replace(",", ""))
     d = resolve(resolve_model("qwen3-8b"), from_memory(int(21.48 * GiB), "7.5"), rules_for("0.21.0"),
                 Flags(max_model_len=16384, gpu_memory_utilization=0.9))
-    stage = stage_deployment(d, ranks(d, 3, [d.gpu])[0], 3)  # Qwen3-8B has Qwen3-32B's KV shape: 8 x 128
-    assert stage.model.arch.num_layers == 12  # (36 over 3)
-    a = stage.model.arch
     from dataclasses import replace
-    stage = stage.with_(model=replace(stage.model, arch=replace(a, layers=d.model.arch.layers[:21],
-                                                                  layer_types=d.model.arch.layer_types[:21],
-                                                                  num_layers=21)))
+
+    a = d.model.arch  # Qwen3-8B has Qwen3-32B's KV shape (8 x 128): its layer, 64 times, stands in for the 32B
+    d = d.with_(model=replace(d.model, arch=replace(a, layers=a.layers[:1] * 64, layer_types=a.layer_types[:1] * 64,
+                                                    num_layers=64)))
+    stage = stage_deployment(d, ranks(d, 3, [d.gpu])[0], 3)
+    assert stage.model.arch.num_layers == 21 and layout_for(stage).pool_layers == 21
     plan = plan_kv(layout_for(stage), int(available * GiB), 16384, stage.rules)
     assert plan.num_blocks * 16 == pytest.approx(tokens, abs=16)
 
@@ -96,7 +96,6 @@ def test_tensor_parallel_on_two_different_cards():
 
 
 @pytest.mark.parametrize("args, says", [
-    (["-m", "qwen3.5-9b", "--gpu", "h200", "-pp", "2"], "pipeline parallel is planned for models whose layers"),
     (["-m", "qwen3-8b", "--gpu", "h200,h200,h200", "-pp", "2"], "--gpu lists 3 cards"),
     (["-m", "qwen3.5-35b-a3b", "--gpu", "h200", "-dp", "2"], "mixture-of-experts"),
     (["-m", "qwen3-8b", "--gpu", "h200", "--enable-expert-parallel"], "has no experts"),
@@ -160,3 +159,29 @@ def test_explain_compares_every_worker_of_a_pipeline_log():
     assert all(abs(w["kv_error_gib"]) <= 0.15 for w in j["workers"])
     # the first stage compiles the token embedding cold, the last does not: their logged peaks say so
     assert j["workers"][0]["activation_logged_gib"] > j["workers"][1]["activation_logged_gib"] + 0.3
+
+
+def test_a_hybrid_stage_sizes_its_pools_by_the_whole_models_groups():
+    """vLLM 0.26.0 (kv_cache_utils.get_kv_cache_configs): the whole model's layers are grouped (Qwen3.5-27B: 16
+    attention layers in one group, 48 GDN layers in three of 16, in layer order), each group projected onto a
+    stage's layers, and the stage's pools hold its largest projection; every group still takes its blocks for a
+    request. Over 4 stages of 16 layers: GDN group 0 (layers 0-20) gives stage 0 twelve layers, stage 1 four, group
+    1 (21-41) eight to stages 1 and 2, group 2 (42-62) four to stage 2 and twelve to stage 3: pools of 12, 8, 8, 12
+    layers (a stage planned alone would group its own 4 attention and 12 GDN layers four at a time)."""
+    d = _d("qwen3.5-27b")
+    whole = layout_for(d)
+    assert (whole.group_size, whole.num_groups) == (16, 4)
+    pools = [layout_for(stage_deployment(d, r, 4)).pool_layers for r in ranks(d, 4, [d.gpu])]
+    assert pools == [12, 8, 8, 12]
+    assert [layout_for(stage_deployment(d, r, 2)).pool_layers for r in ranks(d, 2, [d.gpu])] == [16, 16]
+    s1 = layout_for(stage_deployment(d, ranks(d, 4, [d.gpu])[1], 4))
+    assert s1.num_groups == 4 and s1.bytes_per_block == 8 * whole.page_size_bytes
+    assert s1.blocks_per_request(32768) == whole.blocks_per_request(32768)  # the scheduler's groups are global
+
+
+def test_pipeline_stages_of_a_hybrid_are_planned():
+    r = runner.invoke(app, ["predict", "-m", "qwen3.6-27b-int4-autoround", "--gpu", "rtx3090", "-pp", "2",
+                            "--max-model-len", "32k", "--max-num-seqs", "64", "--vllm-version", "0.26.0", "--json"])
+    assert r.exit_code in (0, 1), r.output
+    j = json.loads(r.stdout)
+    assert [x["layers"] for x in j["ranks"]] == [32, 32] and j["num_kv_groups"] == 4

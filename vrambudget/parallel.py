@@ -11,9 +11,10 @@ GMU)), profiles it alone, and gives every worker of an engine the smallest numbe
 - Expert parallel with the experts split evenly over the TP ranks holds the same bytes per rank as TP's split
   (0.26.0 lab, Qwen3-30B-A3B TP 2: 28.46 GiB per rank both ways).
 
-Not modelled (refused in one line): pipeline stages of models whose KV cache has more than one group (hybrids,
-sliding windows: vLLM groups the whole model's layers before each stage takes its own), speculative decoding under
-pipeline parallel, data parallel of mixture-of-experts models and expert parallel with an uneven split (where the
+- A stage's KV blocks: vLLM groups the whole model's layers (hybrids, sliding windows), projects every group onto
+  each stage's layers, and sizes a stage's pools by its largest projection (kv.planner.stage_pool_layers).
+
+Not modelled (refused in one line): speculative decoding under pipeline parallel, data parallel of mixture-of-experts models and expert parallel with an uneven split (where the
 experts go)."""
 
 from __future__ import annotations
@@ -97,10 +98,6 @@ def stage_deployment(d, r: Rank, pp: int):
     headers are known), the embedding and lm_head where its stage holds them."""
     a = d.model.arch
     if pp > 1:
-        if len({lay.kind for lay in a.layers}) > 1 or a.is_hybrid or a.sliding_window:
-            raise UserError(f"{a.name}: pipeline parallel is planned for models whose layers are one attention "
-                            "kind; this model's KV cache groups (hybrid or sliding-window layers) are grouped over "
-                            "the whole model before each stage takes its own, which is not modelled yet")
         if d.spec_tokens:
             raise UserError("speculative decoding with pipeline parallel is not modelled (the drafter's stage)")
     first, last = r.pp_rank == 0, r.pp_rank == pp - 1
@@ -109,7 +106,8 @@ def stage_deployment(d, r: Rank, pp: int):
     head = last or every
     end = r.first_layer + r.layers
     arch = replace(a, layers=a.layers[r.first_layer:end], layer_types=a.layer_types[r.first_layer:end],
-                   num_layers=r.layers, holds_embedding=embed, holds_lm_head=head)
+                   num_layers=r.layers, holds_embedding=embed, holds_lm_head=head,
+                   stage=(r.first_layer, r.layers) if pp > 1 else None, whole_layers=a.layers if pp > 1 else ())
     tensors = d.model.tensors
     if pp > 1 and tensors:
         def kept(name: str) -> bool:

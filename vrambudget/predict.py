@@ -16,7 +16,7 @@ from .start_checks import StartCheck, mamba_check_applies, start_checks
 from .coefficients import Coefficients
 from .deployment import Deployment
 from .model.arch import SLIDING
-from .kv.planner import (DraftLayers, KVLayout, KVPlan, block_table_bytes, block_table_ceiling, build_layout, ceiling_for,
+from .kv.planner import (DraftLayers, KVLayout, KVPlan, block_table_bytes, block_table_ceiling, build_layout, ceiling_for, stage_pool_layers,
                         kv_needed_bytes, plan_startup)
 from .units import GiB, cdiv
 from .model.weights import WeightBytes
@@ -28,6 +28,11 @@ def layout_for(d: Deployment) -> KVLayout:
     mamba_blocks = 1 + d.spec_tokens
     if d.mamba_mode == "align":
         mamba_blocks = 2 + d.spec_tokens + (d.rules.align_hopper_extra_blocks if d.gpu.is_hopper else 0)
+    if a.stage is not None:  # a pipeline stage: the whole model's groups, projected onto its layers
+        whole = replace(a, layers=a.whole_layers, stage=None, whole_layers=())
+        lay = layout_for(d.with_(model=replace(d.model, arch=whole)))
+        kinds = [layer.mixer.kind if layer.mixer is not None else None for layer in a.whole_layers]
+        return replace(lay, pool_layers=stage_pool_layers(lay, kinds, *a.stage))
     return build_layout(
         a, kv_dtype_bytes=d.kv_dtype_bytes, spec_tokens=d.spec_tokens,
         draft_attention_layers=a.mtp_layers if d.mtp else 0, tp=d.tp, mamba_blocks=mamba_blocks,
@@ -190,6 +195,9 @@ def estimated_terms(d: Deployment, b: Budget, c: Coefficients | None = None) -> 
     if d.nodes > 1:
         out.append(f"{d.nodes} hosts: every worker is planned as on one host (NCCL's buffers for the network between "
                    "hosts are not measured)")
+    if d.pp > 1 and len({lay.kind for lay in d.model.arch.layers if lay.mixer is not None}) > 1:
+        out.append("the KV groups of a hybrid or sliding-window model's pipeline stages (vLLM 0.26.0's source: the "
+                   "whole model's groups projected onto each stage; no multi-GPU log of one measured)")
     if d.pp > 1:
         out.append("pipeline stages (measured on vLLM 0.26.0, two H200s: Qwen3-8B, Llama-3.1-8B, Qwen3-30B-A3B; the "
                    "intermediate tensors on other versions and runners from source)")

@@ -97,7 +97,7 @@ OPTIONS: dict[str, Opt] = {o.name: o for o in (
         panel=P),
     Opt("tensor_parallel_size", ("--tensor-parallel-size", "-tp"), int, 1, "Budget per rank.", min=1, panel=P),
     Opt("pipeline_parallel_size", ("--pipeline-parallel-size", "-pp"), int, 1, "Pipeline stages: one budget per "
-        "stage, the worst decides (models whose layers are one attention kind; VLLM_PP_LAYER_PARTITION is read).",
+        "stage, the worst decides (VLLM_PP_LAYER_PARTITION is read).",
         min=1, panel=P),
     Opt("data_parallel_size", ("--data-parallel-size", "-dp"), int, 1, "Data-parallel engines, each planned alone "
         "(dense models).", min=1, panel=P),

@@ -36,11 +36,14 @@ class KVLayout:
     group_size: int  # layers per KV cache group
     page_size_bytes: int  # one block of one layer (uniform across groups)
     hybrid: bool
+    # a pipeline stage: the layers one of its pools holds (the largest of the whole model's groups projected onto
+    # its layers; 0: group_size, the whole model on one worker)
+    pool_layers: int = 0
 
     @property
     def bytes_per_block(self) -> int:
-        """Memory one block id costs across a group's layers (bytes)."""
-        return self.group_size * self.page_size_bytes
+        """Memory one block id costs across a pool's layers on this worker (bytes)."""
+        return (self.pool_layers or self.group_size) * self.page_size_bytes
 
     def groups(self, b: Bucket) -> int:
         return cdiv(b.num_layers, self.group_size)
@@ -130,6 +133,24 @@ def _draft_buckets(draft: tuple[DraftLayers, ...], kv_dtype_bytes: int, block: i
             out.append(Bucket(LayerKind.FULL, AttentionSpec(dl.num_kv_heads, dl.head_dim, kv_dtype_bytes, block,
                                                          kv_scale_bytes), dl.count))
     return out
+
+
+def stage_pool_layers(layout: KVLayout, kinds: list[LayerKind], first: int, count: int) -> int:
+    """The layers one pool holds on a pipeline stage of layers [first, first + count): vLLM groups the whole model's
+    layers (each kind's, in layer order, group_size at a time), then projects every group onto each worker's layers
+    and sizes its pools by the largest projection; every group, empty ones too, still takes blocks for a request
+    (v1/core/kv_cache_utils.py get_kv_cache_configs, _project_kv_cache_groups_to_worker, 0.26.0). `kinds`: each
+    decoder layer's cache kind (None for a layer without one)."""
+    from ..errors import UserError
+
+    largest = 0
+    for b in layout.buckets:
+        at = [i for i, k in enumerate(kinds) if k == b.kind]
+        if len(at) != b.num_layers:
+            raise UserError("pipeline stages of a model whose cache kinds split into several specs are not modelled")
+        for g in range(0, len(at), layout.group_size):
+            largest = max(largest, sum(first <= i < first + count for i in at[g:g + layout.group_size]))
+    return largest
 
 
 # the order vLLM's plan (and this tool's tables) list a model's kinds in: attention first, state last

@@ -113,6 +113,10 @@ class ModelArch:
     # a pipeline stage's share (parallel.stage_arch): the token embedding and the lm_head on this rank or not
     holds_embedding: bool = True
     holds_lm_head: bool = True
+    # a pipeline stage: (its first layer, its layers) and the whole model's decoder layers, which vLLM groups for
+    # the KV cache before each stage takes its own (parallel.stage_deployment); None: the whole model
+    stage: tuple[int, int] | None = field(default=None, compare=False)
+    whole_layers: tuple[DecoderLayer, ...] = field(default=(), compare=False)
 
     def attention_shape(self, kind: str) -> tuple[int, int]:
         """(KV heads, head dim) of an attention layer of this kind (FULL or SLIDING), whole model."""
