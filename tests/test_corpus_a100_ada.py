@@ -27,7 +27,7 @@ def test_both_are_predicted_within_a_tenth_of_a_gib():
     logged, pred = predicted_available(EAGER_0151)
     assert round(pred - logged, 2) == -0.10  # -0.30 with 0.20's eager non-torch memory (0.22 GiB) in the 0.10 range
     logged, pred = predicted_available(QWEN3_0191)
-    assert round(pred - logged, 2) == -0.07
+    assert round(pred - logged, 2) == -0.08  # its weights 15.272 GiB planned, 15.27 logged
 
 
 def test_an_eager_boot_of_0_10_to_0_16_holds_the_graph_modes_non_torch_memory():

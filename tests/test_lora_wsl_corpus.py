@@ -103,15 +103,16 @@ def test_a_log_without_wsl_keeps_the_catalog_total():
 
 def test_unnamed_24gb_card_predicted_on_each_card_its_total_allows():
     """23.65 GiB in the log: an RTX 3090, 4090 or A5000; each gives the same available memory (the log's own total,
-    pre-Hopper non-torch memory alike), 15.32 GiB against 15.31 logged."""
+    pre-Hopper non-torch memory alike), 15.29 GiB against 15.31 logged (its weights 5.796 GiB against 5.79 logged,
+    torch's allocator's rest of each large parameter's segment included: model/allocator.py)."""
     src = SOURCES["c-24gb-qwen2.5-3b-v0.10.2.log"]
     assert src["gpu"] is None and src["gpu_candidates"] == ["rtx3090", "rtx4090", "rtx-a5000"]
     preds = {g: predicted_available("c-24gb-qwen2.5-3b-v0.10.2.log", g) for g in src["gpu_candidates"]}
-    assert {round(p, 2) for _, p in preds.values()} == {15.32} and {lg for lg, _ in preds.values()} == {15.31}
+    assert {round(p, 2) for _, p in preds.values()} == {15.29} and {lg for lg, _ in preds.values()} == {15.31}
 
 
 @pytest.mark.parametrize("name,logged,predicted", [
-    ("c-a100-80gb-qwen2.5-3b-v0.17.1.log", 64.90, 64.59),  # a fine-tune of Qwen2.5-3B; A100 on 0.17 (cf. Llama -0.36)
+    ("c-a100-80gb-qwen2.5-3b-v0.17.1.log", 64.90, 64.55),  # a fine-tune of Qwen2.5-3B; A100 on 0.17 (cf. Llama -0.36)
     ("c-rtxa5000-qwen2.5-14b-awq-v0.13.0.log", 10.39, 10.40),  # AWQ weights from the log; the sort sampler's 1.38 GiB
 ])
 def test_qwen25_logs(name, logged, predicted):

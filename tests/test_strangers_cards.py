@@ -35,22 +35,30 @@ RTX3090_TP4 = sorted(k for k, s in SOURCES.items() if s.get("complete") and s["g
 
 
 @pytest.mark.parametrize("name", RTX3090_TP4)
-def test_four_3090s_at_tp4_predicted_within_0_15_gib(name):
+def test_four_3090s_at_tp4_weights_exact_and_what_is_left(name):
     """github.com/leadawon/LAMBO (4 x RTX 3090, TP 4; vLLM 0.18.1 and 0.19.0): Qwen3.5-27B eager at GMU 0.90 / 0.92,
-    Qwen3.5-9B with graphs, Qwen2.5-32B at GMU 0.88. Nothing was fitted on them; the 0.20 coefficients leave each
-    within 0.15 GiB (from -0.08 to -0.14: vLLM keeps about 0.1 GiB less outside the KV cache there than the model)."""
+    Qwen3.5-9B with graphs, Qwen2.5-32B at GMU 0.88. Nothing was fitted on them. Each rank's weights as logged
+    within 0.02 GiB: with torch's allocator keeping the rest of each large parameter's 2 MiB segment
+    (model/allocator.py; without it Qwen2.5-32B's 15.39 GiB was planned 15.27). What is left is negative on every
+    log (-0.11 to -0.29): vLLM keeps less outside the KV cache there than planned, which is where the unmeasured
+    terms are (a TP 4 worker's non-torch memory on 0.18 / 0.19: the one-GPU 0.22 GiB is planned; 0.26.0's
+    workers of several keep 0.06-0.09)."""
+    f, src = facts(name)
+    d = deployment_from_log(f, model_path(src["model"]), gpus.lookup(src["gpu"]))
+    weights = predict(d, coeffs.load(d.rules.version, d.gpu.key, d.model.ref)).budget.weights_bytes / GiB
+    assert weights == pytest.approx(f.weights_gib, abs=0.02), (name, weights, f.weights_gib)
     logged, pred = predicted_available(name)
-    assert -0.15 < pred - logged < 0, (name, logged, pred)
+    assert -0.30 < pred - logged < 0, (name, logged, pred)
 
 
 def test_the_3090_corpus_figures():
     assert len(RTX3090_TP4) == 9
     logged, pred = predicted_available("c-4x3090-qwen3.5-27b-v0.19.0.log")
-    assert (logged, round(pred, 2)) == (7.0, 6.87)
-    # Qwen2.5-32B eager, 2048 tokens: its forward is the traced dense MLP's peak (budget.forward_traced), 5.16
-    # with the fitted per-width term
+    assert (logged, round(pred, 2)) == (7.0, 6.73)
+    # Qwen2.5-32B eager, 2048 tokens: its forward the traced dense MLP's peak (budget.forward_traced) and its
+    # weights with the allocator's rest (15.40 GiB, 15.39 logged); 5.16 before both
     logged, pred = predicted_available("c-4x3090-qwen2.5-32b-v0.18.1-a.log")
-    assert (logged, round(pred, 2)) == (5.24, 5.17)
+    assert (logged, round(pred, 2)) == (5.24, 5.05)
 
 
 def test_gb10_total_agrees_with_its_logs():

@@ -15,7 +15,8 @@ from ..errors import UserError
 from ..inputs import loads
 from ..profiles import bundled_dir, read_json
 from ..units import dtype_bytes
-from .weights import INT4_LOAD_METHODS, Int4Load, WeightBytes, buffer_tensors, scheme_from_config
+from .allocator import rounding_bytes
+from .weights import INT4_LOAD_METHODS, Int4Load, allocator_rounding_applies, WeightBytes, buffer_tensors, scheme_from_config
 
 DEFAULT_MODEL = "qwen3.5-9b-awq"
 _ST_DTYPE = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "F8_E4M3": 1, "F8_E5M2": 1, "I64": 8, "I32": 4,
@@ -252,6 +253,7 @@ def weights_from_tensors(tensors: Iterable[TensorInfo], arch: ModelArch, *, tp: 
     scheme = scheme_from_config(arch.quantization)
     grouped_int4 = scheme.method in INT4_LOAD_METHODS
     total = {"model": 0, "mtp": 0, "vision": 0}
+    matrices: dict[str, list[tuple[str, int]]] = {"model": [], "mtp": [], "vision": []}
     for t in tensors:
         keeps_dtype = t.dtype not in _FLOAT or "scale" in t.name.rsplit(".", 1)[-1]  # quant scales stay as stored
         size = t.numel * (_ST_DTYPE.get(t.dtype, 1) if keeps_dtype else db)
@@ -265,6 +267,10 @@ def weights_from_tensors(tensors: Iterable[TensorInfo], arch: ModelArch, *, tp: 
             size += int(t.numel * int4.extra_bytes_per_group)
         # tensor parallelism shards the large matrices; norms, biases and scales of small size are replicated
         total[_part(t.name)] += size // tp if t.numel > 1_000_000 else size
+        matrices[_part(t.name)].append((t.name, size // tp if t.numel > 1_000_000 else size))
+    if allocator_rounding_applies(arch, scheme):
+        for part, items in matrices.items():  # what torch's allocator keeps beside each large parameter
+            total[part] += rounding_bytes(items)
     if not total["model"]:
         raise UserError("the safetensors headers list no language-model tensors")
     buffers = sum(t.numel for t in buffer_tensors(arch)) * db

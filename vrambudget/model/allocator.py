@@ -1,0 +1,58 @@
+"""What torch's CUDA caching allocator adds to the weights vLLM loads. Every parameter is an allocation of its own;
+one of 10 MiB or more takes a segment rounded up to a multiple of 2 MiB, and the rest of the segment is split off
+only when it is more than 1 MiB, else it stays with the block and counts as allocated (torch 2.x
+CUDACachingAllocator: kMinLargeAlloc, kRoundLarge, should_split's kSmallSize; without expandable_segments). vLLM's
+"Model loading took" is the change in allocated memory, so that rest shows as weights: Qwen3.8-27B-FP8 at TP 2,
+about 0.15 GiB a rank (its 15, 35 and 85 MiB projections; a replay of its allocations under torch 2.11 on an H100:
+151.7 MiB), 0.06 at TP 1; bf16 2 MiB at TP 1, 63 MiB at TP 2."""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable
+
+MiB = 1 << 20
+LARGE = 10 * MiB  # kMinLargeAlloc: from here a segment of its own, rounded to ROUND
+ROUND = 2 * MiB  # kRoundLarge
+SPLIT_ABOVE = MiB  # kSmallSize: a larger rest is split off and reused; a smaller one stays allocated
+
+# vLLM's fused parameters: a layer's q/k/v (QKVParallelLinear), gate/up (MergedColumnParallelLinear), a GDN layer's
+# qkv/z and b/a projections, and the routed experts of a layer as one 3-D tensor each for w13 and w2
+_FUSE = [(re.compile(r"\.experts\.\d+\."), ".experts."),
+         (re.compile(r"\.experts\.(gate_proj|up_proj)$"), ".experts.w13"),
+         (re.compile(r"\.experts\.down_proj$"), ".experts.w2"),
+         (re.compile(r"\.(q_proj|k_proj|v_proj)$"), ".qkv_proj"),
+         (re.compile(r"\.(gate_proj|up_proj)$"), ".gate_up_proj"),
+         (re.compile(r"\.(in_proj_qkv|in_proj_z)$"), ".in_proj_qkvz"),
+         (re.compile(r"\.(in_proj_b|in_proj_a)$"), ".in_proj_ba")]
+_NOT_A_WEIGHT = re.compile(r"(scale|scales|zeros|qzeros|g_idx|bias|scale_inv)$")
+
+
+def parameter(name: str) -> str | None:
+    """The vLLM parameter a checkpoint tensor (or a config Tensor record) loads into; None for what is not a weight
+    matrix (scales, zero points, biases: small allocations)."""
+    name = re.sub(r"\.(weight|qweight|weight_packed)$", "", name)
+    if _NOT_A_WEIGHT.search(name):
+        return None
+    for pat, repl in _FUSE:
+        name = pat.sub(repl, name)
+    return name
+
+
+def rest_of_segment(size: int) -> int:
+    """Bytes an allocation of `size` bytes holds beyond its size: its segment's rest where not split off."""
+    if size < LARGE:
+        return 0
+    rest = -size % ROUND
+    return rest if rest <= SPLIT_ABOVE else 0
+
+
+def rounding_bytes(weights: Iterable[tuple[str, int]]) -> int:
+    """What the allocator adds over weight matrices given as (name, bytes on this rank): summed per vLLM parameter,
+    then each parameter's rest of segment."""
+    params: dict[str, int] = {}
+    for name, size in weights:
+        key = parameter(name)
+        if key is not None:
+            params[key] = params.get(key, 0) + size
+    return sum(rest_of_segment(s) for s in params.values())
