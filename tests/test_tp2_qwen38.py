@@ -46,7 +46,9 @@ def test_encoder_peak_splits_over_tensor_parallel_ranks():
 @pytest.mark.parametrize("name,bound", [("q38bf-tp2-e-fp8-mtp3-lmo.log", 0.10),
                                         ("q38ar-tp2-e-fp8-mtp3-lmo.log", 0.06),
                                         ("q38ar-tp2-e-fp8-mtp3-vis.log", 0.10),
-                                        ("q38ar-tp2-g-fp8-mtp3-vis.log", 0.10)])
+                                        ("q38ar-tp2-g-fp8-mtp3-vis.log", 0.10),
+                                        # FP8: 0.11 GiB a rank left of its weights (model/allocator.py took 0.14)
+                                        ("q38fp8-tp2-e-auto-mtp3-vis.log", 0.12)])
 def test_available_kv_per_rank(name, bound):
     assert abs(_rows(name)["available KV cache"][3]) <= bound
 
