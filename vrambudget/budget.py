@@ -429,23 +429,18 @@ def cublas_workspace(f: Features, c: Coefficients) -> float:
     return c.get(f"cublas_workspace_bytes@{f.architecture}", c.get("cublas_workspace_bytes", 0.0))
 
 
-def received_bytes(f: Features) -> float:
-    """The intermediate tensors a later pipeline stage receives, where its peak counts them (bytes): the residual
-    stream's residual is among them (ModelArch.residual_stream_bytes leaves it out there)."""
-    return f.intermediate_bytes
-
-
 def mlp_peak(f: Features, c: Coefficients) -> float:
     """An eager forward's peak at a dense MLP, traced (bytes above the profile's start): the MLP's own tensors and
-    the residual stream's (ModelArch.mlp_forward_bytes), cuBLAS's workspace, and with a drafter the target's
-    hidden states its dummy run keeps (vLLM 0.26.0's allocator at 8192 tokens: Qwen3-8B 864 MiB, logged 0.84 GiB;
+    the residual stream's (ModelArch.mlp_forward_bytes; on a later pipeline stage the residual is among the
+    intermediate tensors it received, counted where its peak counts them), cuBLAS's workspace, and with a drafter the
+    target's hidden states its dummy run keeps (vLLM 0.26.0's allocator at 8192 tokens: Qwen3-8B 864 MiB, logged 0.84 GiB;
     Qwen3.5-9B 928, logged 0.91; Qwen3.8-27B with MTP 3 1,328 = 32 + 544 + 272 + 6 x 80, logged 1.30). A fresh
     machine's Triton JIT peaks inside the GDN layers, not here (Qwen3.5-9B's first boot: 928 MiB at the MLP). The
     fitted per-width term (forward_peak) stays where it is the larger. 0 under CUDA graphs."""
     if not f.mlp_forward_bytes:
         return 0.0
     held = f.tokens * f.hidden * f.logits_bytes if f.speculative else 0
-    return cublas_workspace(f, c) + f.mlp_forward_bytes + held + received_bytes(f)
+    return cublas_workspace(f, c) + f.mlp_forward_bytes + held + f.intermediate_bytes
 
 
 def moe_attention_peak(f: Features, c: Coefficients) -> float:
@@ -458,7 +453,7 @@ def moe_attention_peak(f: Features, c: Coefficients) -> float:
     tensors it received, the residual among them. 0 without a kept scratch, and for MLA (its own coefficient)."""
     if f.moe_workspace_bytes <= 0 or not f.attention_forward_bytes or f.mla_heads:
         return 0.0
-    return (cublas_workspace(f, c) + f.moe_workspace_bytes + f.attention_forward_bytes + received_bytes(f)
+    return (cublas_workspace(f, c) + f.moe_workspace_bytes + f.attention_forward_bytes + f.intermediate_bytes
             + jit_extra(f, c))
 
 
