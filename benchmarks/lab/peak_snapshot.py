@@ -5,7 +5,9 @@ activation peak instead of fitting it).
   PYTHONPATH=/tmp/site26 python3 peak_snapshot.py '{"model": DIR, "gmu": 0.9, "eager": true, "max_num_seqs": 1,
                                                    "mnbt": 8192, "max_model_len": 8192}'   (startup.py's keys)
 Lines starting with SNAP are this script's: the peak above the profile's start (MiB), then one line per live
-allocation of 1 MiB or more (MiB, then its innermost vLLM frames), then the rest summed."""
+allocation of 1 MiB or more (MiB, then its innermost vLLM frames), then the rest summed. With "phase": "load" it
+records load_model instead: what the blocks alive after loading hold beyond what was asked for them (the caching
+allocator's rest of segment), in all and by the vLLM frame that allocated them."""
 import json
 import os
 import sys
@@ -45,6 +47,37 @@ def live_at_peak(trace: list[dict]) -> tuple[int, list[dict]]:
     return peak, sorted(live.values(), key=lambda e: -e["size"])
 
 
+def report_slack(snap: dict) -> None:
+    """The active blocks after loading: their size against what was requested, in all and by allocating frame."""
+    import collections
+
+    frames: dict[int, str] = {}
+    device = snap["device_traces"][0] if snap.get("device_traces") else []
+    for e in device:
+        if e["action"] == "alloc":
+            frames[e["addr"]] = vllm_frames(e.get("frames", []), 2)
+    size = asked = n = 0
+    by = collections.Counter()
+    count = collections.Counter()
+    for seg in snap["segments"]:
+        addr = seg["address"]
+        for b in seg["blocks"]:
+            if b["state"] == "active_allocated":
+                n += 1
+                size += b["size"]
+                asked += b["requested_size"]
+                slack = b["size"] - b["requested_size"]
+                if slack:
+                    key = frames.get(addr, "(before the record)")
+                    by[key] += slack
+                    count[key] += 1
+            addr += b["size"]
+    print(f"SNAP load blocks {n} allocated_mib {size / MiB:.1f} requested_mib {asked / MiB:.1f} "
+          f"slack_mib {(size - asked) / MiB:.2f}", flush=True)
+    for key, slack in by.most_common(12):
+        print(f"SNAP slack {slack / MiB:8.2f} x{count[key]} {key}", flush=True)
+
+
 def main() -> None:
     cfg = json.loads(sys.argv[1])
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
@@ -77,8 +110,23 @@ def main() -> None:
     from vllm.v1.worker import gpu_model_runner  # Model Runner V1
     from vllm.v1.worker.gpu import model_runner as v2  # Model Runner V2
 
+    def loading(original):
+        def recorded(self, *a, **kw):
+            torch.cuda.memory._record_memory_history(max_entries=2_000_000, stacks="python")
+            try:
+                return original(self, *a, **kw)
+            finally:
+                snap = torch.cuda.memory._snapshot()
+                torch.cuda.memory._record_memory_history(enabled=None)
+                report_slack(snap)
+        return recorded
+
+    phase = cfg.pop("phase", "profile")
     for runner in (gpu_model_runner.GPUModelRunner, v2.GPUModelRunner):
-        runner.profile_run = recording(runner.profile_run)
+        if phase == "load":
+            runner.load_model = loading(runner.load_model)
+        else:
+            runner.profile_run = recording(runner.profile_run)
     LLM(**engine_kwargs({"max_model_len": 8192, "max_num_seqs": 1, "mnbt": 8192, **cfg}))
     print("SNAP done", flush=True)
 

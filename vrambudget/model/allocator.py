@@ -4,7 +4,9 @@ only when it is more than 1 MiB, else it stays with the block and counts as allo
 CUDACachingAllocator: kMinLargeAlloc, kRoundLarge, should_split's kSmallSize; without expandable_segments). vLLM's
 "Model loading took" is the change in allocated memory, so that rest shows as weights: Qwen3.8-27B-FP8 at TP 2,
 about 0.15 GiB a rank (its 15, 35 and 85 MiB projections; a replay of its allocations under torch 2.11 on an H100:
-151.7 MiB), 0.06 at TP 1; bf16 2 MiB at TP 1, 63 MiB at TP 2."""
+151.7 MiB), 0.06 at TP 1; bf16 2 MiB at TP 1, 63 MiB at TP 2. vLLM 0.26.0's own loads, recorded
+(lab-vllm-0.26.0-h100/moe-forward/load-*): Qwen3-8B 2 MiB, Qwen3-30B-A3B 1 MiB, Nemotron-3 Nano 103 MiB (this rule
+gives it 76: some of its projections' sizes differ from the config's; not traced)."""
 
 from __future__ import annotations
 

@@ -345,10 +345,8 @@ def weights_from_config(a: ModelArch, *, with_vision: bool, tp: int = 1, int4: I
 
 def allocator_rounding_applies(a: ModelArch, scheme: QuantScheme) -> bool:
     """Where the allocator's rest of segment (model/allocator.py) is planned: not for 4-bit group-quantized
-    checkpoints, whose kernels repack into allocations of their own, nor for Mamba2 hybrids, whose load shows none
-    of it (Nemotron-3 Nano on 0.26.0: 58.92 GiB logged, the rule's 0.07 more not there; cause not traced)."""
-    mamba2 = any(layer.mixer is not None and layer.kind.value == "mamba2" for layer in a.layers)
-    return scheme.method not in INT4_LOAD_METHODS and not mamba2
+    checkpoints, whose kernels repack into allocations of their own (not traced)."""
+    return scheme.method not in INT4_LOAD_METHODS
 
 
 def matrix_bytes(t: Tensor, scheme: QuantScheme, model_dtype_bytes: int) -> int:
