@@ -86,7 +86,8 @@ def main() -> None:
 
     from startup import engine_kwargs
 
-    def recording(original):
+    def recording(original, report):
+        """`original` run with torch's allocator history recorded, then `report(snapshot)`."""
         def recorded(self, *a, **kw):
             torch.cuda.memory._record_memory_history(max_entries=2_000_000, stacks="python")
             try:
@@ -94,39 +95,30 @@ def main() -> None:
             finally:
                 snap = torch.cuda.memory._snapshot()
                 torch.cuda.memory._record_memory_history(enabled=None)
-                trace = snap["device_traces"][torch.cuda.current_device()]
-                peak, live = live_at_peak(trace)
-                print(f"SNAP events {len(trace)} peak_mib {peak / MiB:.1f}", flush=True)
-                small = 0
-                for e in live:
-                    if e["size"] >= MiB:
-                        print(f"SNAP live {e['size'] / MiB:9.1f} {vllm_frames(e.get('frames', []))}", flush=True)
-                    else:
-                        small += e["size"]
-                print(f"SNAP small_mib {small / MiB:.1f} blocks {sum(1 for e in live if e['size'] < MiB)}",
-                      flush=True)
+                report(snap)
         return recorded
+
+    def report_peak(snap: dict) -> None:
+        trace = snap["device_traces"][torch.cuda.current_device()]
+        peak, live = live_at_peak(trace)
+        print(f"SNAP events {len(trace)} peak_mib {peak / MiB:.1f}", flush=True)
+        small = 0
+        for e in live:
+            if e["size"] >= MiB:
+                print(f"SNAP live {e['size'] / MiB:9.1f} {vllm_frames(e.get('frames', []))}", flush=True)
+            else:
+                small += e["size"]
+        print(f"SNAP small_mib {small / MiB:.1f} blocks {sum(1 for e in live if e['size'] < MiB)}", flush=True)
 
     from vllm.v1.worker import gpu_model_runner  # Model Runner V1
     from vllm.v1.worker.gpu import model_runner as v2  # Model Runner V2
 
-    def loading(original):
-        def recorded(self, *a, **kw):
-            torch.cuda.memory._record_memory_history(max_entries=2_000_000, stacks="python")
-            try:
-                return original(self, *a, **kw)
-            finally:
-                snap = torch.cuda.memory._snapshot()
-                torch.cuda.memory._record_memory_history(enabled=None)
-                report_slack(snap)
-        return recorded
-
     phase = cfg.pop("phase", "profile")
     for runner in (gpu_model_runner.GPUModelRunner, v2.GPUModelRunner):
         if phase == "load":
-            runner.load_model = loading(runner.load_model)
+            runner.load_model = recording(runner.load_model, report_slack)
         else:
-            runner.profile_run = recording(runner.profile_run)
+            runner.profile_run = recording(runner.profile_run, report_peak)
     LLM(**engine_kwargs({"max_model_len": 8192, "max_num_seqs": 1, "mnbt": 8192, **cfg}))
     print("SNAP done", flush=True)
 
