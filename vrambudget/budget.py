@@ -218,6 +218,7 @@ def features(d: Deployment, w: WeightBytes | None = None) -> Features:
         graphs = len(pw) + len(full)
         sizes = (len(pw), max(pw), len(full), max(full, default=0))
     patches = encoder_profile_patches(a, d.max_num_batched_tokens) if d.with_vision else 0
+    kept = kept_moe_workspace_bytes(d)
     return Features(
         requested_bytes=math.ceil(d.gpu.total_bytes * d.gmu), weights_bytes=int(w.target),
         mtp_weights_bytes=int(w.mtp) if d.mtp else drafter_weight_bytes(d), tokens=d.max_num_batched_tokens,
@@ -237,9 +238,9 @@ def features(d: Deployment, w: WeightBytes | None = None) -> Features:
         intermediate_bytes=0 if d.pp_first or (d.runner == "v2" and not d.rules.runner_buffers_in_budget) else
         2 * d.max_num_batched_tokens * a.hidden_size * dtype_bytes(a.dtype), workers=d.tp * d.pp,
         embeds_in_graph=a.holds_embedding,
-        moe_workspace_bytes=kept_moe_workspace_bytes(d), mxfp4_moe_layers=mxfp4_moe_layers(a),
+        moe_workspace_bytes=kept, mxfp4_moe_layers=mxfp4_moe_layers(a),
         attention_forward_bytes=a.attention_forward_bytes(d.max_num_batched_tokens, d.tp, dtype_bytes(a.dtype),
-                                                          d.pp_first) if kept_moe_workspace_bytes(d) > 0 else 0,
+                                                          d.pp_first) if kept > 0 else 0,
         mlp_forward_bytes=a.mlp_forward_bytes(d.max_num_batched_tokens, d.tp, dtype_bytes(a.dtype), d.pp_first)
         if d.enforce_eager else 0,
         mla_heads=a.num_attention_heads // d.tp if a.uses_mla else 0)

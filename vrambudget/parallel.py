@@ -73,9 +73,10 @@ class Rank:
         return f"PP{self.pp_rank} TP{self.tp_rank}"
 
 
-def ranks(d, pp: int, gpus: list[GPU], partition: str | None = None) -> list[Rank]:
+def ranks(d, pp: int, gpus: list[GPU] | None = None, partition: str | None = None) -> list[Rank]:
     """The workers of one engine, TP innermost (vLLM's world rank = pp_rank x tp + tp_rank): `gpus` has one card
-    (all alike), one per pipeline stage, or one per worker."""
+    (all alike), one per pipeline stage, or one per worker (default: the deployment's own cards)."""
+    gpus = gpus or list(d.gpus) or [d.gpu]
     world = pp * d.tp
     if len(gpus) not in (1, pp, world):
         raise UserError(f"--gpu lists {len(gpus)} cards: give one (all alike), {pp} (one per pipeline stage) or "
@@ -142,7 +143,7 @@ def plan_ranks(d, c, pp: int | None = None, gpus: list[GPU] | None = None,
 
     pp = pp or d.pp
     return [RankPlan(r, predict(stage_deployment(d, r, pp), c))
-            for r in ranks(d, pp, gpus or list(d.gpus) or [d.gpu], partition)]
+            for r in ranks(d, pp, gpus, partition)]
 
 
 def worst(plans: list[RankPlan]) -> RankPlan:

@@ -90,6 +90,11 @@ class VllmRules:
     # Whether Mamba 'align' mode asserts block_size <= max_num_batched_tokens (config/vllm.py validate_block_size,
     # 0.19.1-0.26.0; removed in 0.27.1)
     align_block_assert: bool = True
+    # How a deployment over several hosts starts: "ray" (a Ray cluster, `vllm serve --distributed-executor-backend
+    # ray` on the head: vLLM's multi-node documentation) or "nnodes" (the same `vllm serve` on every host with
+    # --nnodes / --node-rank / --master-addr, the others --headless: 0.26.0's entrypoints/cli/serve.py and
+    # config/parallel.py; not read in the ranges before)
+    multi_host: str = "ray"
     # The last minor version this range's rules were read for (e.g. "0.16": the sampler checked in 0.10.2-0.16.0's
     # source), so a version up to it is inside the range, not between two ranges ("": only the range's own minor).
     covers: str = ""
@@ -134,7 +139,8 @@ RULES: dict[str, VllmRules] = {
     "0.19": _R019,
     "0.20": _R020,
     # the KV plan of every 0.26.0 log follows 0.20's rules; what differs is CHANGES[("0.20", "0.26")]
-    "0.26": replace(_R020, version="0.26", description="vLLM 0.26.x (verified on 0.26.0 H100 and 2x H200 logs)",
+    "0.26": replace(_R020, version="0.26", multi_host="nnodes",
+                    description="vLLM 0.26.x (verified on 0.26.0 H100 and 2x H200 logs)",
                     default_gmu=0.92, sliding_in_flight_batches=2, model_notes=(("gemma4", GEMMA4_TF_NOTE),),
                     drafter_sliding_layers=True, int4_group_load_extra_bytes=1.5, gdn_ba_replicated_int4=True,
                     measured="vLLM 0.26.0 startups on H100 and 2x H200 (tests/fixtures/lab-vllm-0.26.0-*)"),

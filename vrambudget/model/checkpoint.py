@@ -268,7 +268,7 @@ def weights_from_tensors(tensors: Iterable[TensorInfo], arch: ModelArch, *, tp: 
         # tensor parallelism shards the large matrices; norms, biases and scales of small size are replicated
         total[_part(t.name)] += size // tp if t.numel > 1_000_000 else size
         matrices[_part(t.name)].append((t.name, size // tp if t.numel > 1_000_000 else size))
-    if allocator_rounding_applies(arch, scheme):
+    if allocator_rounding_applies(scheme):
         for part, items in matrices.items():  # what torch's allocator keeps beside each large parameter
             total[part] += rounding_bytes(items)
     if not total["model"]:

@@ -91,6 +91,16 @@ class QuantScheme:
                 return False
         return True
 
+    def values_bytes(self, n: int) -> int:
+        """Bytes of `n` quantized weight values as stored (packed), without their scales."""
+        if self.method == "fp8":
+            return n
+        if self.method == "nvfp4":
+            return n // 2  # e2m1 pairs
+        if self.method in ("awq", "gptq", "int-pack"):
+            return n * self.bits // 8
+        raise UserError(f"quantization method {self.method!r} is not modelled")
+
     def linear_bytes(self, in_f: int, out_f: int) -> int:
         """Bytes of one quantized Linear weight (in_f inputs, out_f outputs) and its scales."""
         n = in_f * out_f
@@ -102,9 +112,9 @@ class QuantScheme:
                 return n + cdiv(out_f, bo) * cdiv(in_f, bi) * 4
             return n + out_f * 4 if self.group_size == -2 else n + 8  # per-channel | per-tensor
         if self.method == "nvfp4":
-            return n // 2 + cdiv(n, 16) + 8  # e2m1 pairs + one fp8 scale per 16 + global scales
+            return self.values_bytes(n) + cdiv(n, 16) + 8  # one fp8 scale per 16 + global scales
         if self.method in ("awq", "gptq", "int-pack"):
-            packed = n * self.bits // 8
+            packed = self.values_bytes(n)
             scales = groups * out_f * 2
             zeros = groups * out_f * self.load.zero_point_bytes(self.symmetric, self.bits) if self.zero_point else 0.0
             stores_g_idx = self.act_order or self.method == "gptq"
@@ -337,13 +347,13 @@ def weights_from_config(a: ModelArch, *, with_vision: bool, tp: int = 1, int4: I
         if t.linear or t.name.endswith("embed_tokens"):
             main = matrix_bytes(t, scheme, db)
             matrices[t.part].append((t.name, main // tp if sharded else main))
-    if allocator_rounding_applies(a, scheme):
+    if allocator_rounding_applies(scheme):
         for part, items in matrices.items():  # what torch's allocator keeps beside each large parameter
             total[part] += rounding_bytes(items)
     return WeightBytes(total["model"] + total["buffers"], total["mtp"], total["vision"], "config")
 
 
-def allocator_rounding_applies(a: ModelArch, scheme: QuantScheme) -> bool:
+def allocator_rounding_applies(scheme: QuantScheme) -> bool:
     """Where the allocator's rest of segment (model/allocator.py) is planned: not for 4-bit group-quantized
     checkpoints, whose kernels repack into allocations of their own (not traced)."""
     return scheme.method not in INT4_LOAD_METHODS
@@ -351,11 +361,9 @@ def allocator_rounding_applies(a: ModelArch, scheme: QuantScheme) -> bool:
 
 def matrix_bytes(t: Tensor, scheme: QuantScheme, model_dtype_bytes: int) -> int:
     """The weight matrix alone (no scales, zero points or bias), as stored: packed where quantized."""
-    n = t.count * t.in_f * t.out_f
     if not scheme.quantizes(t):
         return t.numel * (t.dtype_bytes or model_dtype_bytes)
-    bits = {"fp8": 8, "nvfp4": 4}.get(scheme.method, scheme.bits)
-    return n * bits // 8
+    return t.count * scheme.values_bytes(t.in_f * t.out_f)
 
 
 def parameter_count(a: ModelArch) -> int:

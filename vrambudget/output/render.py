@@ -27,7 +27,7 @@ def subject_line(d: Any, defaulted: tuple[str, ...] = ()) -> str:
 
     runs = [(g, len(list(same))) for g, same in groupby(d.gpus or (d.gpu,), key=lambda g: g)]
     on = " + ".join(f"{n} x " * (n > 1) + f"{g.name} ({g.total_gib:.2f} GiB)" for g, n in runs)
-    hosts = f" over {d.nodes} hosts" if getattr(d, "nodes", 1) > 1 else ""
+    hosts = f" over {d.nodes} hosts" if d.nodes > 1 else ""
     return (f"For {d.model.ref} on {on}{hosts}, {d.version_label}"
             + (f" [{'; '.join(notes)}]" if notes else "") + ":")
 

@@ -39,16 +39,15 @@ _ADDRESS = re.compile(r"[A-Za-z0-9][A-Za-z0-9.:-]{0,252}")
 
 
 def host_steps(d: Deployment, argv: list[str], master_addr: str | None) -> list[HostStep]:
-    """The commands of a deployment over d.nodes hosts. vLLM 0.26 on (read in 0.26.0's entrypoints/cli/serve.py
-    and config/parallel.py): the same `vllm serve` on every host with --nnodes, its --node-rank and the head's
-    --master-addr, the others --headless (they run workers, no API server). Earlier ranges: a Ray cluster (`ray
-    start` on every host) and `vllm serve --distributed-executor-backend ray` on the head (vLLM's multi-node
-    documentation, 0.5-0.26)."""
+    """The commands of a deployment over d.nodes hosts, as its version starts them (VllmRules.multi_host): the same
+    `vllm serve` on every host with --nnodes, its --node-rank and the head's --master-addr, the others --headless
+    (they run workers, no API server); or a Ray cluster (`ray start` on every host) and `vllm serve
+    --distributed-executor-backend ray` on the head."""
     if not master_addr:
         raise UserError(f"--nodes {d.nodes}: give --master-addr, the head host's address the others reach")
     if not _ADDRESS.fullmatch(master_addr):
         raise UserError(f"--master-addr {master_addr!r}: a host name or IP address (letters, digits, '.', ':', '-')")
-    if tuple(int(x) for x in d.rules.version.split(".")) >= (0, 26):
+    if d.rules.multi_host == "nnodes":
         common = ["--nnodes", str(d.nodes), "--master-addr", master_addr]
         return [HostStep(h, ["vllm", *argv, *common, "--node-rank", str(h), *(["--headless"] if h else [])])
                 for h in range(d.nodes)]

@@ -377,7 +377,7 @@ class Prober:
         sim = ({"free_bytes": o.simulate_free_bytes, "real_total_bytes": o.real_total_bytes,
                 "real_context_bytes": o.real_context_bytes} if self.blocker else None)
         if several(d):  # the log's budget lines are its first worker's (PP0 TP0): that worker's share and plan
-            d = stage_deployment(d, ranks(d, d.pp, list(d.gpus) or [d.gpu])[0], d.pp)
+            d = stage_deployment(d, ranks(d, d.pp)[0], d.pp)
         records.append(self.records_path, records.startup_record(
             d=d, predicted=predict(d, self.c), mode=mode, n=att.n, outcome=att.outcome, seconds=att.seconds,
             retry_of_cold_compile=att.retry_of_cold_compile, retry_of_mamba_blocks=att.retry_of_mamba_blocks,
