@@ -315,6 +315,20 @@ CASES = [
     Case("config-a-device", ["predict", "--gpu", "h100", "-m", "{tmp}/m"], ("not a regular file",),
          {"m/x": lambda t: (t / "m" / "config.json").symlink_to("/dev/zero")}),
     Case("log-a-device", ["explain", "/dev/zero"], ("not a regular file",)),
+    # counts a log states past any real run: read from the engine's compile ranges, the chunked-prefill line or the
+    # non-default args, each refused rather than planned (a 1e32-token batch once gave an activation of 8e27 GiB)
+    Case("log-compile-range-huge", ["explain", "{tmp}/r.log", "-m", "qwen3-8b", "-g", "h100"],
+         ("99999999999999999999999999999999 is not a count",),
+         {"r.log": "INFO x [core.py:1] Initializing a V1 LLM engine (v0.26.0) with config: model='m', "
+                   "'compile_ranges_endpoints': [99999999999999999999999999999999]\n"}),
+    Case("log-chunked-huge", ["explain", "{tmp}/c.log", "-m", "qwen3-8b", "-g", "h100"], ("is not a count",),
+         {"c.log": "INFO x [core.py:1] Initializing a V1 LLM engine (v0.26.0) with config: model='m'\n"
+                   "INFO [scheduler.py:1] Chunked prefill is enabled with max_num_batched_tokens=10000000000000.\n"}),
+    Case("log-pp-huge", ["explain", "{tmp}/p.log", "-m", "qwen3-8b", "-g", "h100"], ("a stage would hold none",),
+         {"p.log": "INFO x non-default args: {'pipeline_parallel_size': 99999999999}\n"
+                   "INFO x [core.py:1] Initializing a V1 LLM engine (v0.26.0) with config: model='m'\n"}),
+    Case("pp-more-than-layers", ["predict", "-m", "qwen3-8b", "-g", "h100", "-pp", "100000000"],
+         ("--pipeline-parallel-size 100000000", "36 layers")),
     Case("model-name-100k", ["predict", "-m", "x" * 100_000], ("--model", "characters long")),
     Case("gpu-name-newline", ["predict", "--gpu", "rtx4090\nrm -rf"], ("--gpu", "control characters")),
     Case("records-gpu-key-path", ["fit", "{tmp}/r.jsonl"], ("GPU key",),

@@ -445,6 +445,16 @@ def flags_from_args(args: dict[str, Any]) -> dict[str, Any]:
                         "pass the flags yourself (--gmu, -tp, --max-model-len ...)") from None
 
 
+def _count(value: Any) -> int:
+    """A whole count from a log, in the range config.json's counts are held to (model/config_check.COUNT_LIMIT)."""
+    from .model.config_check import COUNT_LIMIT
+
+    n = int(value)
+    if not 0 <= n <= COUNT_LIMIT:
+        raise ValueError(f"{n} is not a count vLLM runs with")
+    return n
+
+
 def _flags_from_args(args: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if "gpu_memory_utilization" in args:
@@ -462,15 +472,15 @@ def _flags_from_args(args: dict[str, Any]) -> dict[str, Any]:
         spec = json.loads(spec)
     if isinstance(spec, dict):
         out["speculative_method"] = str(spec.get("method", "mtp"))
-        out["num_speculative_tokens"] = int(spec.get("num_speculative_tokens", 1))
+        out["num_speculative_tokens"] = _count(spec.get("num_speculative_tokens", 1))
         if spec.get("model"):
             out["draft_model"] = str(spec["model"])
     for k in ("max_num_seqs", "max_num_batched_tokens", "tensor_parallel_size"):
         if k in args:
-            out[k] = int(args[k])
+            out[k] = _count(args[k])
     if "max_model_len" in args:
         v = args["max_model_len"]
-        out["max_model_len"] = -1 if str(v).lower() in ("-1", "auto") else int(v)
+        out["max_model_len"] = -1 if str(v).lower() in ("-1", "auto") else _count(v)
     if "enable_prefix_caching" in args:
         out["enable_prefix_caching"] = bool(args["enable_prefix_caching"])
     if args.get("enable_lora") not in (None, False, "False"):

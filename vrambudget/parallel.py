@@ -76,6 +76,9 @@ class Rank:
 def ranks(d, pp: int, gpus: list[GPU] | None = None, partition: str | None = None) -> list[Rank]:
     """The workers of one engine, TP innermost (vLLM's world rank = pp_rank x tp + tp_rank): `gpus` has one card
     (all alike), one per pipeline stage, or one per worker (default: the deployment's own cards)."""
+    if pp > d.model.arch.num_layers:  # also keeps the loop below to the model's size
+        raise UserError(f"--pipeline-parallel-size {pp}: {d.model.arch.name} has {d.model.arch.num_layers} layers, "
+                        "so a stage would hold none (not modelled)")
     gpus = gpus or list(d.gpus) or [d.gpu]
     world = pp * d.tp
     if len(gpus) not in (1, pp, world):
