@@ -59,3 +59,44 @@ def test_the_runner_lists_a_plan_without_a_gpu():
     out = subprocess.run([sys.executable, str(LAB / "run.py"), "h100-0.20.2-runtime", "--list"], capture_output=True,
                          text=True, check=True).stdout
     assert "p5" in out and "tests/fixtures/lab-vllm-0.20.2-h100/p5/" in out
+
+
+def _one_line_refusal(cmd: list[str], env: dict | None = None) -> str:
+    import os
+
+    r = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=60)
+    assert r.returncode == 2, (cmd, r.returncode, r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr + r.stdout and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    return r.stderr
+
+
+def test_bad_plans_and_arguments_get_one_line(tmp_path):
+    run = [sys.executable, str(LAB / "run.py")]
+    assert "usage" in _one_line_refusal(run)
+    assert "no plan" in _one_line_refusal(run + ["no-such-plan"])
+    bad = tmp_path / "bad.json"
+    for text, says in (("{not json", "is not JSON"), ("[]", "JSON object"), ('{"bundle": null}', "'steps'"),
+                       ('{"bundle": null, "steps": [{"tag": "a"}]}', "exactly one of"),
+                       ('{"bundle": null, "steps": [{"tag": "a", "shell": "true"}, {"tag": "a", "shell": "true"}]}',
+                        "used twice"),
+                       ('{"bundle": null, "steps": [{"tag": "a b", "shell": "true"}]}', "tag must be"),
+                       ('{"bundle": null, "steps": [{"tag": "a", "shell": "true", "gpus": "0"}]}', "'gpus'"),
+                       ('{"bundle": null, "steps": [{"tag": "a", "shell": "true", "after": ["b"]}]}', "not an earlier"),
+                       ('{"bundle": {"dir": ""}, "steps": [{"tag": "a", "shell": "true"}]}', "'bundle'"),
+                       ('{"bundle": null, "steps": [{"tag": "a", "shell": "true", "timeout": -1}]}', "'timeout'")):
+        bad.write_text(text)
+        assert says in _one_line_refusal(run + [str(bad)]), text
+    assert "--wait takes seconds" in _one_line_refusal(run + ["h200x4-0.33.0-lab", "--wait", "soon"])
+    assert "--lane takes" in _one_line_refusal(run + ["h200x4-0.33.0-lab", "--detach", "--lane", "a/b", "smoke"])
+    assert "has no step" in _one_line_refusal(run + ["h200x4-0.33.0-lab", "nope"])
+
+
+def test_the_033_bundle_script_refuses_bad_arguments_before_downloading(tmp_path):
+    script = ["bash", str(LAB / "build-bundle-0.33.sh")]
+    assert "usage" in _one_line_refusal(script)
+    a_file = tmp_path / "f"
+    a_file.write_text("")
+    assert "not a folder" in _one_line_refusal(script + [str(a_file)])
+    for bad in ("0", "abc", "99", "1e3"):
+        assert "PART_MB" in _one_line_refusal(script + [str(tmp_path / "out")], {"PART_MB": bad})
+    assert not (tmp_path / "out").exists()  # nothing made before the arguments were checked
