@@ -151,10 +151,10 @@ def test_a_simulation_needs_the_bigger_card_on_both_paths(monkeypatch):
     assert gpus.simulated(small, big).total_bytes == small.total_bytes
     with pytest.raises(UserError, match="--simulated-on: NVIDIA GeForce RTX 4060 Ti 16GB .* is not bigger than"):
         gpus.simulated(big, small)
-    monkeypatch.setattr(gpus, "detect", lambda: small)
+    monkeypatch.setattr(gpus, "detect", lambda index=0: small)
     with pytest.raises(UserError, match="--simulate-gpu .* is not bigger than NVIDIA H100"):
         session.simulation(big, None)
-    monkeypatch.setattr(gpus, "detect", lambda: big)
+    monkeypatch.setattr(gpus, "detect", lambda index=0: big)
     opts, runs = session.simulation(small, "15.56GiB")
     assert runs.architecture == "hopper" and runs.total_bytes == small.total_bytes
     assert opts["simulate_free_bytes"] == int(15.56 * 2**30) and opts["real_total_bytes"] == big.total_bytes

@@ -57,6 +57,7 @@ def sim(tmp_path, monkeypatch):
 
 
 def prober(tmp_path, d, **opts):
+    opts.setdefault("auto_fit", False)  # the fixed-length search; test_probe_auto_fit.py drives vLLM's own fit
     o = ProbeOptions(vllm_cmd=SIM, runs_dir=tmp_path / "runs", startup_timeout=opts.pop("timeout", 60),
                      poll_seconds=0.02, **opts)
     lines = []

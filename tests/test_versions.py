@@ -29,7 +29,8 @@ def test_given_versions_say_what_is_measured_and_what_is_not():
     assert choose_version("0.28.0").rules.mamba_mode_default == "align" and not choose_version("0.28.0").warnings
     assert choose_version("0.27.1").rules.runner_buffers_in_budget and choose_version("0.31.0").rules.version == "0.29"
     newest = choose_version("0.33.1")
-    assert newest.rules.version == "0.33" and not newest.warnings and "rules from source" in newest.label
+    assert newest.rules.version == "0.33" and not newest.warnings and "measured: vLLM 0.33.0 startups" in newest.label
+    assert choose_version("0.33.0").measured
     future = choose_version("9.0")
     assert future.rules.version == "0.33" and "newer than the newest modelled" in future.warnings[0]
 

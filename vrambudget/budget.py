@@ -73,18 +73,42 @@ def mlp_width(a: ModelArch) -> int:
     return a.intermediate_size
 
 
-def cudagraph_sizes(max_num_seqs: int, spec_tokens: int, max_num_batched_tokens: int) -> tuple[list[int], list[int]]:
-    """Batch sizes vLLM captures: (PIECEWISE sizes, FULL decode sizes) for FULL_AND_PIECEWISE.
-    Base list [1, 2, 4] + 8..248 step 8 + 256..max step 16, max = min(seqs x (1+k) x 2, 512),
-    capped by max_num_batched_tokens; with speculation each size rounds up to a multiple of 1+k and those past the
-    max are dropped (config/compilation.py adjust_cudagraph_sizes_for_spec_decode: 256 seqs + MTP 2 capture 49 sizes
-    up to 498, lab-vllm-0.26.0-h100/defaults/awq16-g-mtp2.log)."""
+def _request_counts(max_num_seqs: int, cap: int = 512) -> list[int]:
+    """Request counts vLLM 0.33 captures uniform decode batches for: 1, 2, 4, 8..248 step 8, 256.. step 16 and
+    max_num_seqs itself, up to min(max_num_seqs, 512) (config/vllm.py _set_cudagraph_sizes)."""
+    m = min(max_num_seqs, cap)
+    return sorted({n for n in (1, 2, 4) if n <= m} | set(range(8, min(m + 1, 256), 8)) | set(range(256, m + 1, 16))
+                  | {m})
+
+
+def cudagraph_sizes(max_num_seqs: int, spec_tokens: int, max_num_batched_tokens: int, *, runner: str = "v1",
+                    uniform_decode: bool = False, preset_max: int | None = None) -> tuple[list[int], list[int]]:
+    """Batch sizes vLLM captures: (PIECEWISE sizes, FULL decode sizes) for FULL_AND_PIECEWISE (config/vllm.py
+    _set_cudagraph_sizes, 0.20-0.33). Base list [1, 2, 4] + 8..248 step 8 + 256..max step 16 (+ max_num_batched_tokens
+    where it is below the max), max = min(seqs x (1+k) x 2, 512, max_num_batched_tokens), or a model's own (gpt-oss:
+    1024, `preset_max`). 0.33 (`uniform_decode`, where the max is vLLM's default) adds the uniform decode batches:
+    n x (1+k) for the request counts n up to the max (without a drafter: max_num_seqs). Model Runner V1 rounds every
+    size up to a multiple of 1+k with a drafter and drops those past the max (compilation.py
+    adjust_cudagraph_sizes_for_spec_decode: 256 seqs + MTP 2 capture 49 sizes up to 498,
+    lab-vllm-0.26.0-h100/defaults/awq16-g-mtp2.log), its FULL sizes those up to seqs x (1+k); Model Runner V2 keeps
+    the sizes and captures FULL graphs of each size rounded up, up to seqs x (1+k) (v1/worker/gpu/cudagraph_utils.py:
+    Qwen3-8B at 64 seqs: 19 PIECEWISE to 128, 11 FULL to 64)."""
     step = 1 + spec_tokens
-    top = min(max_num_seqs * step * 2, 512, max_num_batched_tokens)
-    base = [1, 2, 4] + list(range(8, 256, 8)) + list(range(256, top + 1, 16))
-    sizes = [x for x in sorted({-(-s // step) * step for s in base if s <= top}) if x <= top] or [top]
-    full = [s for s in sizes if s <= max_num_seqs * step]
-    return sizes, full
+    top = min(preset_max if preset_max else min(max_num_seqs * step * 2, 512), max_num_batched_tokens)
+    sizes = {s for s in (1, 2, 4) if s <= top} | set(range(8, min(top + 1, 256), 8)) | set(range(256, top + 1, 16))
+    if max_num_batched_tokens <= top:
+        sizes.add(max_num_batched_tokens)
+    if uniform_decode and not preset_max:
+        if step > 1:
+            sizes |= {n * step for n in _request_counts(max_num_seqs) if n * step <= top}
+        elif max_num_seqs <= top:
+            sizes.add(max_num_seqs)
+    if runner == "v2":
+        pw = sorted(sizes)
+        full = sorted({r for x in pw if (r := -(-x // step) * step) <= min(max_num_seqs * step, pw[-1])})
+        return pw, full
+    pw = [x for x in sorted({-(-s // step) * step for s in sizes}) if x <= top] or [top]
+    return pw, [x for x in pw if x <= max_num_seqs * step]
 
 
 def context_for(d: Deployment, c: Coefficients) -> Fact:
@@ -180,6 +204,16 @@ class Features:
     # an eager forward's dense-MLP peak over max_num_batched_tokens, bytes per rank (ModelArch.mlp_forward_bytes;
     # 0 under CUDA graphs, where the fitted terms alone stand)
     mlp_forward_bytes: int = 0
+    # the budget counts what stays allocated after profiling (vLLM 0.27+, VllmRules.runner_buffers_in_budget): a kept
+    # fused-MoE scratch is then among the kept buffers, and the profiled peak is the transient above it
+    consumed_budget: bool = False
+    # the drafter is a model with graphs of its own to compile and capture (MTP, DFlash), not n-gram lookup; None in
+    # records before 2026-11-26, which read `speculative` for it
+    drafter_model: bool | None = None
+
+    @property
+    def drafter_graphs(self) -> bool:
+        return self.speculative if self.drafter_model is None else self.drafter_model
 
 
 def backend_for(d: Deployment) -> Backend:
@@ -212,7 +246,8 @@ def features(d: Deployment, w: WeightBytes | None = None) -> Features:
     backend = backend_for(d)
     graphs, sizes = 0, (0, 0, 0, 0)
     if not d.enforce_eager:
-        pw, full = cudagraph_sizes(d.max_num_seqs, d.spec_tokens, d.max_num_batched_tokens)
+        pw, full = cudagraph_sizes(d.max_num_seqs, d.spec_tokens, d.max_num_batched_tokens, runner=d.runner,
+                                   uniform_decode=d.rules.uniform_decode_capture, preset_max=a.cudagraph_capture_max)
         if "FULL" not in graph_mode(d, backend):
             full = []
         graphs = len(pw) + len(full)
@@ -243,7 +278,8 @@ def features(d: Deployment, w: WeightBytes | None = None) -> Features:
                                                           d.pp_first) if kept > 0 else 0,
         mlp_forward_bytes=a.mlp_forward_bytes(d.max_num_batched_tokens, d.tp, dtype_bytes(a.dtype), d.pp_first)
         if d.enforce_eager else 0,
-        mla_heads=a.num_attention_heads // d.tp if a.uses_mla else 0)
+        mla_heads=a.num_attention_heads // d.tp if a.uses_mla else 0, consumed_budget=d.rules.runner_buffers_in_budget,
+        drafter_model=d.spec_tokens > 0 and d.speculative_method != "ngram")
 
 
 def kept_moe_workspace_bytes(d: Deployment) -> int:
@@ -354,7 +390,8 @@ def compile_peak(f: Features, c: Coefficients) -> float:
     """A cold torch.compile's peak above the base (bytes): a factor x vocab x hidden x 2 B per rank (Qwen3.5 0.8B /
     4B / 9B and 9B at TP 2, vLLM 0.20.2: factor 1.04), and where the version measured it, what compiling a drafter's
     graph adds (vLLM 0.26.0: 0.989 without a drafter, +0.10 GiB with MTP)."""
-    extra = c.get("cold_compile_drafter_extra_bytes", 0.0) if f.speculative else 0.0
+    extra = c.get("cold_compile_drafter_extra_bytes", 0.0) if f.drafter_graphs else 0.0
+    extra += c.get("cold_compile_per_token_hidden_bytes", 0.0) * f.tokens * f.hidden
     return (c["cold_compile_vocab_hidden_factor"] * f.vocab * f.hidden * 2 + extra) / f.tp
 
 
@@ -373,6 +410,8 @@ def v2_sampler_peak(f: Features, c: Coefficients) -> float:
     (sample/sampler.py): 4 B more a logit beside them (from source; not measured)."""
     rows = min(f.seqs, f.tokens)
     held = c.get("sampler_holds_hidden_states", 0.0) * f.tokens * f.hidden * 2
+    if "v2_sampler_bytes_per_logit" in c.items:  # measured per logit (0.33: both passes' copies at the peak)
+        return c["v2_sampler_bytes_per_logit"] * rows * f.vocab + held
     logits = rows * f.vocab * (f.logits_bytes + (4 if f.sampler_fp32_pass else 0)) + rows * -(-f.vocab // 1024) * 12
     return c.get("v2_sampler_factor", 1.0) * logits + held
 
@@ -468,9 +507,12 @@ def non_torch(f: Features, c: Coefficients) -> float:
     eager, 0.09 graphs; PP=2 and TP=2 + EP logs: 0.06-0.07 on every worker; vs 0.22 / 0.24 on one GPU, a data-parallel
     engine's single worker included); profiles without these figures use the one-GPU value."""
     name = "non_torch_eager_bytes" if f.eager else "non_torch_graphs_bytes"
-    one = c.get(f"{name}@{f.architecture}", c[name])  # a version's figure on this GPU architecture, where known
+    one = c[name] if not f.hybrid else c.get(f"{name}_hybrid", c[name])  # a hybrid's, where a version measured it
+    one = c.get(f"{name}@{f.architecture}", one)  # a version's figure on this GPU architecture, where known
     if f.tp > 1 or f.workers > 1:
-        return c.get("non_torch_eager_tp_bytes" if f.eager else "non_torch_graphs_tp_bytes", one)
+        one = c.get("non_torch_eager_tp_bytes" if f.eager else "non_torch_graphs_tp_bytes", one)
+    if f.mxfp4_moe_layers:  # what MXFP4 experts keep beyond the weights where a version measured it (0.33.0)
+        one += c.get("non_torch_mxfp4_extra_bytes", 0.0)
     return one
 
 
@@ -479,6 +521,8 @@ def activation(f: Features, c: Coefficients) -> float:
     its profiling images, then the language model while the images' pixels and the encoder's outputs are
     still held: the larger of the two peaks counts. The attention backend's profiled workspace adds."""
     act = language_model_peak(f, c)
+    if f.consumed_budget:  # 0.27+: the kept scratch stays allocated after the profile, among what it consumed
+        act = max(act - max(f.moe_workspace_bytes, 0), 0.0)
     if f.with_encoder:
         act = max(encoder_peak(f, c), act + f.encoder_held_bytes)
     return act + f.backend_bytes
@@ -516,6 +560,8 @@ def cudagraph_estimate(f: Features, c: Coefficients) -> float:
     (profiles/coefficients/vllm-0.20.json); a profile with only the older constant + per-graph form uses that."""
     if f.eager or not f.num_cudagraphs:
         return 0.0
+    if f.runner == "v2" and "cudagraph_v2_per_pw_graph_bytes" in c.items:
+        return cudagraph_estimate_v2(f, c)
     if "cudagraph_pw_first_bytes" not in c.items or not f.graph_sizes[0] or f.tp > 1:
         # an older profile or probe record, and tensor-parallel ranks (their all-reduces change the per-graph cost;
         # the constant + per-graph form was fitted with the TP 2 logs): the older form
@@ -528,10 +574,35 @@ def cudagraph_estimate(f: Features, c: Coefficients) -> float:
             + max(n_full - 1, 0) * c["cudagraph_full_per_graph_bytes"] + c.get("cudagraph_offset_bytes", 0.0))
 
 
+def cudagraph_estimate_v2(f: Features, c: Coefficients) -> float:
+    """Model Runner V2's CUDA-graph estimate (vLLM 0.33, v1/worker/gpu/cudagraph_utils.py): it captures every
+    PIECEWISE graph and every drafter graph into a throwaway pool, and of the FULL graphs the two largest, counting
+    the second's memory again for each further one. Per PIECEWISE graph a measured figure; per FULL graph the
+    largest FULL batch x hidden x a measured figure (its buffers grow with the batch); per drafter graph (MTP: its
+    prefill graphs, PIECEWISE and FULL) a measured figure. Fitted on the dense and hybrid startups of the 0.33.0
+    lab (profiles/coefficients/vllm-0.33.json). Where one log measured a kind of model against this (MoE, MXFP4
+    experts, MLA, tensor parallel ranks), its ratio scales the estimate, an estimate with that coefficient's band."""
+    n_pw, _largest_pw, n_full, largest_full = f.graph_sizes
+    est = (c["cudagraph_v2_per_pw_graph_bytes"] * n_pw
+           + c["cudagraph_v2_full_per_token_hidden_bytes"] * n_full * largest_full * f.hidden
+           + (c["cudagraph_v2_drafter_per_graph_bytes"] * (n_pw + n_full) if f.drafter_graphs else 0.0))
+    return est * v2_graph_factor(f, c) + c.get("cudagraph_offset_bytes", 0.0)
+
+
+def v2_graph_factor(f: Features, c: Coefficients) -> float:
+    """The measured ratio of a kind of model's V2 graph estimate to the dense one's (1 where none was measured):
+    MLA, else MXFP4 experts, else an MoE; times a tensor-parallel rank's."""
+    kind = ("cudagraph_v2_mla_factor" if f.mla_heads else "cudagraph_v2_mxfp4_factor" if f.mxfp4_moe_layers
+            else "cudagraph_v2_moe_factor" if f.moe else "")
+    factor = c.get(kind, 1.0) if kind else 1.0
+    return factor * (c.get("cudagraph_v2_tp_factor", 1.0) if f.tp > 1 else 1.0)
+
+
 def available_kv(f: Features, c: Coefficients, runner_buffers: int = 0) -> int:
     t = terms(f, c)
+    kept = max(f.moe_workspace_bytes, 0) if f.consumed_budget else 0  # 0.27+: a kept scratch is among what stayed
     return (f.requested_bytes - t["weights"] - f.mtp_weights_bytes - t["activation"] - t["non_torch"] - runner_buffers
-            - (t["cudagraph"] if f.cudagraph_in_budget else 0))
+            - kept - (t["cudagraph"] if f.cudagraph_in_budget else 0))
 
 
 def v2_runner_buffers(d: Deployment) -> int:
@@ -545,7 +616,11 @@ def v2_runner_buffers(d: Deployment) -> int:
         return 0
     r, v, q = d.max_num_seqs, d.model.arch.vocab_size, 1 + d.spec_tokens
     words = -(-v // 32)
-    return 4 * r * v + 4 * r * words + 4 * r * q * words + 18_000 * r + 13 * d.max_num_batched_tokens
+    # 0.33 with the n-gram drafter: every request's token ids on the GPU at the length vLLM starts with (before an
+    # auto-fit lowers it): Qwen3-8B, 256 seqs x 40,960: 0.04 GiB (lab-vllm-0.33.0-h200/graphs/q8-ngram-cold)
+    ngram = 4 * r * d.max_model_len if d.rules.ngram_tokens_on_gpu and d.spec_tokens and \
+        d.speculative_method == "ngram" else 0
+    return 4 * r * v + 4 * r * words + 4 * r * q * words + 18_000 * r + 13 * d.max_num_batched_tokens + ngram
 
 
 def budget(d: Deployment, c: Coefficients, w: WeightBytes | None = None, f: Features | None = None) -> Budget:
@@ -575,5 +650,5 @@ def budget(d: Deployment, c: Coefficients, w: WeightBytes | None = None, f: Feat
         weights_source=w.source,
         num_cudagraphs=f.num_cudagraphs,
         backend=backend,
-        runner_buffers_bytes=v2_runner_buffers(d),
+        runner_buffers_bytes=v2_runner_buffers(d) + (max(f.moe_workspace_bytes, 0) if f.consumed_budget else 0),
     )

@@ -64,6 +64,7 @@ class Flags:
     flashinfer_workspace_bytes: int | None = None  # VLLM_FLASHINFER_WORKSPACE_BUFFER_SIZE (None: vLLM's 394 MiB)
     allow_long_max_model_len: bool = False  # VLLM_ALLOW_LONG_MAX_MODEL_LEN=1: a max_model_len above the model's
     attention_backend: str | None = None  # vLLM's --attention-backend (None: the one vLLM picks)
+    gdn_prefill_backend: str | None = None  # vLLM's --gdn-prefill-backend (None: FlashInfer on Hopper, Triton elsewhere)
     draft_model: str | None = None  # an external drafter (DFlash): bundled name or a folder with its config.json
     lora: LoraSlots | None = None  # --enable-lora with its --max-loras / --max-lora-rank (None: no LoRA)
 
@@ -118,6 +119,7 @@ class Deployment:
     speculative_method: str = "mtp"
     defaults: tuple[str, ...] = ()  # inputs the user did not choose: vLLM's defaults, said as such
     attention_backend: str | None = None  # forced with --attention-backend
+    gdn_prefill_backend: str | None = None  # forced with --gdn-prefill-backend ("triton" / "flashinfer")
     int4_kernel: str | None = None  # the 4-bit kernel ("Machete" / "Marlin") where a log names it; None: vLLM's pick
     vllm: Any = None  # vllm_rules.VersionChoice: the version asked for, how it was chosen, what is unknown
     drafter: Any = None  # drafter.Drafter: an external (DFlash) drafter's shape, with speculative method dflash
@@ -218,6 +220,8 @@ class Deployment:
             args.append("--language-model-only")
         if self.attention_backend:
             args += ["--attention-backend", self.attention_backend]
+        if self.gdn_prefill_backend and self.model.arch.gdn is not None:
+            args += ["--gdn-prefill-backend", self.gdn_prefill_backend]
         if self.lora is not None:
             args.append("--enable-lora")
             if self.lora.max_loras != LoraSlots.max_loras:  # vLLM's defaults left out
@@ -370,4 +374,5 @@ def resolve(model: ModelSource, gpu: GPU, rules: VllmRules, flags: Flags) -> Dep
                       flags.attention_backend.upper() if flags.attention_backend else None, drafter=drafter,
                       free_at_start_bytes=flags.free_at_start_bytes, expandable_segments=flags.expandable_segments,
                       flashinfer_workspace_bytes=flags.flashinfer_workspace_bytes, dtype_flag=flags.dtype.lower(),
-                      lora=flags.lora, max_num_seqs_given=flags.max_num_seqs is not None)
+                      lora=flags.lora, max_num_seqs_given=flags.max_num_seqs is not None,
+                      gdn_prefill_backend=flags.gdn_prefill_backend)

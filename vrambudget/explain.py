@@ -142,7 +142,10 @@ def compare(facts: LogFacts, d: Deployment, c: Coefficients | None = None) -> Co
         row("requested (GMU budget)", facts.requested_gib, b.requested_bytes),
         row("weights (incl. drafter)", facts.weights_gib, b.weights_bytes + b.mtp_weights_bytes),
         row("activation peak", facts.activation_gib, b.activation_bytes),
-        row("non-torch", facts.non_torch_gib, b.non_torch_bytes),
+        # 0.27+ logs state what loading and profiling consumed: beyond the weights, the non-torch growth and the
+        # buffers the model runner keeps (Model Runner V2's per-request state, a kept fused-MoE scratch)
+        row("non-torch + kept buffers" if b.runner_buffers_bytes else "non-torch", facts.non_torch_gib,
+            b.non_torch_bytes + b.runner_buffers_bytes),
         row("CUDA graph estimate", facts.cudagraph_estimate_gib if not d.enforce_eager else None, b.cudagraph_bytes),
         row("available KV cache", facts.available_kv_gib, b.available_kv_bytes),
     ]

@@ -59,7 +59,7 @@ def literal_args(text: str) -> dict[str, Any]:
 TRIED = re.compile(r"Tried to allocate ([0-9.]+) GiB")  # a CUDA OOM's request
 PATTERNS: dict[str, re.Pattern[str]] = {
     "vllm_version": re.compile(r"Initializing a V1 LLM engine \(v([0-9][^)]*)\)"),
-    "version_line": re.compile(r"vLLM API server version ([0-9][\w.+-]*)"),
+    "version_line": re.compile(r"vLLM (?:API )?server version ([0-9][\w.+-]*)"),  # 0.33: "vLLM server version"
     "args": re.compile(r"non-default args: (\{.*\})\s*$"),
     "snapshot": re.compile(r"worker init memory snapshot: .*?free_memory=([0-9.]+)GiB, total_memory=([0-9.]+)GiB, "
                            r"cuda_memory=([0-9.]+)GiB"),
@@ -68,7 +68,18 @@ PATTERNS: dict[str, re.Pattern[str]] = {
     "block_size": re.compile(r"Setting attention block size to (\d+) tokens"),
     "profiling": re.compile(r"Total non KV cache memory: ([0-9.]+)GiB; torch peak memory increase: ([0-9.]+)GiB; "
                             r"non-torch forward increase memory: ([0-9.]+)GiB; weights memory: ([0-9.]+)GiB"),
+    # vLLM 0.27+ (utils/mem_utils.py): what loading and profiling consumed (free memory before - after) in place of
+    # the torch peak + non-torch split; the non-KV total is that + the profile's transient peak above what stayed
+    "profiling_consumed": re.compile(r"Total non KV cache memory: ([0-9.]+)GiB; torch peak memory increase: "
+                                    r"([0-9.]+)GiB; total consumed \(from mem_get_info\): ([0-9.]+)GiB; "
+                                    r"weights memory: ([0-9.]+)GiB"),
     "cudagraph_estimate": re.compile(r"Estimated CUDA graph memory: (-?[0-9.]+) GiB total"),
+    # the CUDA-graph estimate as the GMU it is worth (v1/worker/gpu_worker.py, 0.21+; Model Runner V2 logs no
+    # 'Estimated CUDA graph memory' line, 0.33): estimate = (GMU - equivalent GMU) x total, to 0.0001 of the total
+    "cudagraph_gmu": re.compile(r"The current --gpu-memory-utilization=([0-9.]+) is equivalent to "
+                                r"--gpu-memory-utilization=([0-9.]+) without CUDA graph memory profiling"),
+    # after the capture (0.21+): the pool the graphs took and the estimate the budget subtracted
+    "cudagraph_pool": re.compile(r"CUDA graph pool memory: (-?[0-9.]+) GiB \(actual\), (-?[0-9.]+) GiB \(estimated\)"),
     "chunked_prefill": re.compile(r"Chunked prefill is enabled with max_num_batched_tokens=(\d+)"),
     # the engine's compilation config: its largest endpoint is max_num_batched_tokens (config/vllm.py
     # set_compile_ranges, 0.12+: every other endpoint is below it)
@@ -130,7 +141,6 @@ ONE_FIGURE: dict[str, tuple[str, type, str | None, bool]] = {
     "profiling_seconds": ("profiling_seconds", float, None, True),
     "cudagraph_estimate": ("cudagraph_estimate_gib", float, None, False),
     "available_kv": ("available_kv_gib", float, "profiled", False),
-    "graph_capture": ("cudagraph_actual_gib", float, "captured", False),
     "max_len_used": ("max_model_len_default", int, None, True),
     "estimated_max": ("estimated_max_model_len", int, None, False),
     "compile_key": ("compile_key", str, None, True),
@@ -150,6 +160,7 @@ class LogFacts:
     requested_gib: float | None = None
     weights_gib: float | None = None
     non_kv_gib: float | None = None
+    consumed_gib: float | None = None  # 0.27+: what loading and profiling consumed (free memory before - after)
     activation_gib: float | None = None
     non_torch_gib: float | None = None
     cudagraph_estimate_gib: float | None = None
@@ -194,7 +205,7 @@ def require_vllm(f: LogFacts, name: str) -> LogFacts:
 
 _WORKER = re.compile(r"\((Worker(?:_[A-Z]+\d+)+) pid=\d+\)")
 _ARGS_START = "non-default args:"
-_BOOT_START = re.compile(r"vLLM API server version|non-default args: \{|Initializing an? (?:V[01] )?LLM engine \(v")
+_BOOT_START = re.compile(r"vLLM (?:API )?server version|non-default args: \{|Initializing an? (?:V[01] )?LLM engine \(v")
 
 
 def rejoin_wrapped(lines: list[str], most: int = 40) -> list[str]:
@@ -265,6 +276,8 @@ def parse_log(text: str) -> LogFacts:
     workers: set[str] = set()
     chunked: int | None = None  # the last 'Chunked prefill' line: the engine's (a `vllm serve` CLI logs one first)
     compiled_up_to: int | None = None  # the engine config's largest compile range endpoint
+    cg_gmu: tuple[float, float] | None = None  # the GMU and the GMU the CUDA-graph estimate leaves (0.21+)
+    usage_peak: float | None = None  # 0.27+'s 'peak activation': the transient peak + the CUDA-graph estimate
     for line in rejoin_wrapped(text.splitlines()):
         w = _WORKER.search(line)
         if w:
@@ -296,6 +309,25 @@ def parse_log(text: str) -> LogFacts:
                 if f.activation_gib is None:  # several workers: the first's, the one 'Available KV' is printed by
                     f.non_kv_gib, f.activation_gib, f.non_torch_gib, _w = map(float, g)
                 milestones.append("profiled")
+            elif key == "profiling_consumed":
+                if f.activation_gib is None:  # several workers: the first's
+                    non_kv, _increase, consumed, weights = map(float, g)
+                    f.non_kv_gib, f.consumed_gib = non_kv, consumed
+                    f.activation_gib = round(non_kv - consumed, 2)  # the transient peak above what stayed
+                    f.non_torch_gib = round(consumed - weights, 2)  # what stayed beyond the weights
+                milestones.append("profiled")
+            elif key == "graph_capture":
+                # the capture after the KV cache (Model Runner V2 in 0.33 also logs its throwaway profiling capture
+                # before 'Available KV cache memory': not the pool the graphs keep)
+                if "profiled" in milestones:
+                    f.cudagraph_actual_gib = float(g[0])
+                    milestones.append("captured")
+            elif key == "cudagraph_gmu":
+                cg_gmu = (float(g[0]), float(g[1]))
+            elif key == "cudagraph_pool":
+                f.cudagraph_actual_gib = float(g[0])
+                if f.cudagraph_estimate_gib is None:
+                    f.cudagraph_estimate_gib = float(g[1])
             elif key == "padding":
                 pad = (int(g[0]), float(g[1]))
                 if pad not in f.padding:
@@ -327,7 +359,7 @@ def parse_log(text: str) -> LogFacts:
                 f.non_torch_gib = f.non_torch_gib if f.non_torch_gib is not None else float(g[2])
                 f.cudagraph_actual_gib = float(g[3])
             elif key == "usage_new":
-                f.activation_gib = f.activation_gib if f.activation_gib is not None else float(g[1])
+                usage_peak = float(g[1]) if usage_peak is None else usage_peak
                 f.cudagraph_actual_gib = float(g[2])
             elif key == "v0_version" and not f.vllm_version:
                 f.vllm_version = g[0]
@@ -373,6 +405,14 @@ def parse_log(text: str) -> LogFacts:
             milestones.append("ready")
     if chunked is not None or compiled_up_to is not None:
         f.args.setdefault("max_num_batched_tokens", chunked if chunked is not None else compiled_up_to)
+    if f.cudagraph_estimate_gib is None and cg_gmu is not None:
+        total = f.total_gib or (f.requested_gib / cg_gmu[0] if f.requested_gib and cg_gmu[0] else None)
+        if total:
+            f.cudagraph_estimate_gib = round((cg_gmu[0] - cg_gmu[1]) * total, 2)
+    if f.activation_gib is None and usage_peak is not None:
+        # vLLM 0.26.1+ prints the transient peak and the CUDA-graph estimate together as 'peak activation'
+        # (gpu_worker.py peak_activation_memory = headroom + the estimate applied): the peak alone
+        f.activation_gib = round(usage_peak - (f.cudagraph_estimate_gib or 0.0), 2)
     f.workers = len(workers)
     f.outcome = _outcome(f, milestones, oom_at, crash_line)
     if f.outcome == "crashed" and not f.error:
@@ -475,6 +515,8 @@ def _flags_from_args(args: dict[str, Any]) -> dict[str, Any]:
         out["num_speculative_tokens"] = _count(spec.get("num_speculative_tokens", 1))
         if spec.get("model"):
             out["draft_model"] = str(spec["model"])
+    if str(args.get("gdn_prefill_backend", "")).lower() in ("triton", "flashinfer"):
+        out["gdn_prefill_backend"] = str(args["gdn_prefill_backend"]).lower()
     for k in ("max_num_seqs", "max_num_batched_tokens", "tensor_parallel_size"):
         if k in args:
             out[k] = _count(args[k])

@@ -24,10 +24,12 @@ from .model.weights import WeightBytes
 
 def layout_for(d: Deployment) -> KVLayout:
     a = d.model.arch
-    hopper_align = d.mamba_mode == "align" and d.gpu.is_hopper
+    # FlashInfer's GDN prefill (Hopper's default) exports block-aligned state checkpoints in 'align' mode: blocks a
+    # multiple of its alignment and one more state block a request (0.33 qwen_gdn_linear_attn.py); Triton's does not
+    hopper_align = d.mamba_mode == "align" and gdn_prefill_path(d.gpu, d.gdn_prefill_backend).startswith("FlashInfer")
     mamba_blocks = 1 + d.spec_tokens
     if d.mamba_mode == "align":
-        mamba_blocks = 2 + d.spec_tokens + (d.rules.align_hopper_extra_blocks if d.gpu.is_hopper else 0)
+        mamba_blocks = 2 + d.spec_tokens + (d.rules.align_hopper_extra_blocks if hopper_align else 0)
     if a.stage is not None:  # a pipeline stage: the whole model's groups, projected onto its layers
         whole = replace(a, layers=a.whole_layers, stage=None, whole_layers=())
         lay = layout_for(d.with_(model=replace(d.model, arch=whole)))
@@ -142,7 +144,7 @@ class Prediction:
             "cuda_context_source": b.cuda_context.source, "free_at_start_bytes": b.free_at_start_bytes,
             "runtime_margin_bytes": b.runtime_margin_bytes, "weights_source": b.weights_source,
             "attention_backend": b.backend.label, "attention_backend_workspace_bytes": b.backend.profiled_bytes,
-            "gdn_prefill_path": gdn_prefill_path(self.deployment.gpu) if self.deployment.model.arch.gdn else None,
+            "gdn_prefill_path": gdn_prefill_path(self.deployment.gpu, self.deployment.gdn_prefill_backend) if self.deployment.model.arch.gdn else None,
             "runtime": None if self.runtime is None else {
                 "prompt_tokens": self.runtime.prompt_tokens, "need_bytes": self.runtime.need_bytes,
                 "margin_bytes": self.runtime.margin_bytes, "serves": self.runtime.serves,

@@ -72,7 +72,7 @@ def runtime_for(d: Deployment, c: Coefficients, b: Budget, layout: KVLayout, pro
     i = RuntimeInputs(
         arch=d.model.arch, tokens=chunk, tp=d.tp, mtp=d.mtp, eager=eager,
         autotune=bool(flashinfer_autotunes(d.gpu).value), activation=b.activation_bytes,
-        chunk_forward=int(forward_peak(warm, c)), gdn_path=gdn_prefill_path(d.gpu), prompt_tokens=prompt_tokens,
+        chunk_forward=int(forward_peak(warm, c)), gdn_path=gdn_prefill_path(d.gpu, d.gdn_prefill_backend), prompt_tokens=prompt_tokens,
         sampler_warmup=int(sampler_peak(replace(f, tokens=min(f.seqs, f.tokens)), c)),
         margin=b.runtime_margin_bytes, backend=first_request_buffers(d, b, layout),
         growth=Coef(growth.value, growth.value, growth.value, growth.source),

@@ -95,6 +95,17 @@ class VllmRules:
     # --nnodes / --node-rank / --master-addr, the others --headless: 0.26.0's entrypoints/cli/serve.py and
     # config/parallel.py; not read in the ranges before)
     multi_host: str = "ray"
+    # Whether the default capture sizes also hold every uniform decode batch (n requests x (1 + k) tokens), 0.33
+    # config/vllm.py _set_cudagraph_sizes; before: the base list alone
+    uniform_decode_capture: bool = False
+    # Whether Model Runner V2 keeps every request's token ids on the GPU with the n-gram drafter (max_num_seqs x
+    # max_model_len int32; elsewhere host memory through UVA): 0.33 v1/worker/gpu/states.py use_dense_all_token_ids
+    ngram_tokens_on_gpu: bool = False
+    # Whether `--max-model-len -1` (auto) lets vLLM fit the length to its KV cache after profiling, with the length
+    # out of the compile-cache key (the key holds the model's maximum it started from): read in 0.20.2's and 0.33.0's
+    # kv_cache_utils / kv_cache_planning and seen in 0.20.2's logs (probe-vllm-0.20.2-h200/autofit-graphs-boot2: the
+    # second boot loads the first's compiled graphs); not read before 0.20
+    auto_fit_keeps_compile_key: bool = False
     # The last minor version this range's rules were read for (e.g. "0.16": the sampler checked in 0.10.2-0.16.0's
     # source), so a version up to it is inside the range, not between two ranges ("": only the range's own minor).
     covers: str = ""
@@ -107,7 +118,7 @@ _R020 = VllmRules(
     default_gmu=0.92, hybrid_block_multiple=16, align_block_multiple_hopper=16,
     mamba_mode_default="none", align_hopper_extra_blocks=0, reserved_null_blocks=0,
     kv_tokens_formula="concurrency", cudagraph_estimate_in_budget=True, compile_key_has_max_model_len=True,
-    measured="vLLM 0.20.2 startups on H100/H200 (tests/fixtures)",
+    measured="vLLM 0.20.2 startups on H100/H200 (tests/fixtures)", auto_fit_keeps_compile_key=True,
 )
 
 GEMMA4_TF_NOTE = (
@@ -158,9 +169,12 @@ RULES["0.29"] = replace(RULES["0.28"], version="0.29", reserved_null_blocks=1, v
                         "graphs estimated into the budget, one null block kept back; not measured, public 0.29.0 "
                         "logs in the corpus)", covers="0.32")
 RULES["0.33"] = replace(RULES["0.29"], version="0.33", align_block_multiple_hopper=64, align_hopper_extra_blocks=1,
-                        v2_sampler_fp32_pass=True, covers="",
-                        description="vLLM 0.33.x, the current release (from its source; not yet verified on a log: "
-                        "probe it to refit)")
+                        v2_sampler_fp32_pass=True, covers="", uniform_decode_capture=True, ngram_tokens_on_gpu=True,
+                        # 4-bit AWQ layers load at their computed size (Qwen3.5-9B-AWQ + MTP 2: 10.56 GiB, 0.26.0: 10.66)
+                        int4_group_load_extra_bytes=0.0,
+                        measured="vLLM 0.33.0 startups on H100 and 4x H200 (tests/fixtures/lab-vllm-0.33.0-*)",
+                        description="vLLM 0.33.x, the current release (measured: 20 `vllm serve` startups of 0.33.0 on "
+                        "H200s, torch 2.14.0)")
 NEWEST = "0.33"
 
 

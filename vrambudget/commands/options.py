@@ -38,6 +38,7 @@ class DeploymentOptions:
     vllm_version: Optional[str] = None
     other_gpu_usage: Optional[str] = None
     attention_backend: Optional[str] = None
+    gdn_prefill_backend: Optional[str] = None
     free_memory: Optional[str] = None
     simulated_on: Optional[str] = None
     enable_lora: bool = False
@@ -112,13 +113,17 @@ OPTIONS: dict[str, Opt] = {o.name: o for o in (
     Opt("language_model_only", ("--language-model-only",), bool, None, "Skip the vision tower of a multimodal "
         "checkpoint (default: on).", off="--with-vision", panel=P),
     Opt("vllm_version", ("--vllm-version",), str, None, "The vLLM you run, e.g. 0.20.2 (0.20.x and 0.26.x "
-        "measured; 0.10-0.19 planned as 0.19 with 0.20's coefficients; 0.33.x from source; others are planned with the "
+        "measured, 0.33.x too; 0.10-0.19 planned as 0.19 with 0.20's coefficients; 0.27-0.32 from source; others with the "
         "nearest older rules and a warning). "
         "Default: the vLLM installed here (its package metadata), else the newest modelled."),
     Opt("other_gpu_usage", ("--other-gpu-usage",), str, None, "Memory other processes hold on the GPU, e.g. 0.6GiB."),
     Opt("attention_backend", ("--attention-backend",), str, None, "vLLM's --attention-backend, when you force one: "
         "FLASH_ATTN, FLASHINFER or TRITON_ATTN (default: the one vLLM picks on this GPU for this KV dtype).",
         panel=P),
+    Opt("gdn_prefill_backend", ("--gdn-prefill-backend",), str, None, "vLLM's --gdn-prefill-backend for GatedDeltaNet "
+        "hybrids (Qwen3.5/3.6/3.8, Qwen3-Next): triton or flashinfer (default: FlashInfer on Hopper, Triton "
+        "elsewhere); with prefix caching FlashInfer's kernel keeps block-aligned state checkpoints (blocks a "
+        "multiple of 64 tokens and one more state block a request, vLLM 0.33).", panel=P),
     Opt("free_memory", ("--free-memory",), str, None, "The free memory vLLM sees at start where you know it, e.g. "
         "15.56GiB (its log's 'Free memory on device (X/Y GiB) on startup'): replaces the CUDA-context estimate."),
     Opt("enable_lora", ("--enable-lora",), bool, False, "LoRA adapters: vLLM allocates --max-loras slots of rank "
@@ -269,6 +274,11 @@ def build(o: DeploymentOptions):
         if backend not in known_backends():
             raise UserError(f"--attention-backend {o.attention_backend!r} is not modelled; use one of "
                             f"{', '.join(known_backends())}")
+    gdn = None
+    if o.gdn_prefill_backend:
+        gdn = o.gdn_prefill_backend.lower()
+        if gdn not in ("triton", "flashinfer"):
+            raise UserError(f"--gdn-prefill-backend {o.gdn_prefill_backend!r}: vLLM takes triton or flashinfer")
     flags = Flags(gpu_memory_utilization=o.gmu, kv_cache_dtype=o.kv_cache_dtype, dtype=o.dtype,
                   enforce_eager=o.enforce_eager,
                   num_speculative_tokens=k, speculative_method=method, max_num_seqs=o.max_num_seqs,
@@ -276,7 +286,7 @@ def build(o: DeploymentOptions):
                   enable_prefix_caching=o.enable_prefix_caching, tensor_parallel_size=o.tensor_parallel_size,
                   compile_cache=o.compile_cache, language_model_only=o.language_model_only,
                   other_gpu_bytes=parse_size(o.other_gpu_usage, "--other-gpu-usage") if o.other_gpu_usage else 0,
-                  attention_backend=backend, draft_model=draft, lora=lora,
+                  attention_backend=backend, gdn_prefill_backend=gdn, draft_model=draft, lora=lora,
                   free_at_start_bytes=parse_size(o.free_memory, "--free-memory") if o.free_memory else None)
     flags = replace(flags, **environment())
     src = resolve_model(o.model)

@@ -51,6 +51,9 @@ def probe(opts: DeploymentOptions,
                                    "(tokens, 120000 or 120k; default: about the length being proven). It follows a "
                                    "first request of 200 prompt tokens and 250 generated, as a benchmark sends it.")]
           = None,
+          auto_fit: Annotated[bool, typer.Option("--auto-fit/--fixed-lengths", help="Let vLLM fit the length itself "
+                              "(--max-model-len auto: 2 startups with CUDA graphs, the second warm; vLLM 0.20+), or "
+                              "search fixed lengths.")] = True,
           refit: Annotated[bool, typer.Option("--fit/--no-fit", help="Refit coefficients at the end.")] = True,
           json_out: JsonOpt = False) -> None:
     """Find the real ceiling with real `vllm serve` startups, verify it, record every startup, refit.
@@ -90,7 +93,7 @@ def probe(opts: DeploymentOptions,
         o = ProbeOptions(vllm_cmd=_command(vllm_cmd, "--vllm-cmd"), port=port, dummy_weights=dummy_weights,
                          startup_timeout=startup_timeout, poll_seconds=poll_seconds, extra_args=_command(extra_args, "--extra-args"), runs_dir=rd,
                          verify=verify, allow_shared_gpu=allow_shared_gpu, max_startups=max_startups,
-                         turn_tokens=turn_tokens, max_turns=max_turns,
+                         turn_tokens=turn_tokens, max_turns=max_turns, auto_fit=auto_fit,
                          prompt_tokens=parse_tokens(prompt_tokens, "--prompt-tokens") if prompt_tokens else None,
                          max_model_len=parse_tokens(max_model_len_cap, "--max-model-len") if max_model_len_cap else None, **sim_opts)
         # progress to stdout for people; with --json only warnings, on stderr

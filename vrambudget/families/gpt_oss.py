@@ -32,7 +32,8 @@ def read(cfg: dict[str, Any], name: str) -> ModelArch:
     return ModelArch(**b.common(), intermediate_size=inter,
                      layer_types=tuple(layer.kind.value for layer in layers), sliding_window=window,
                      attention_bias=True, moe=MoEConfig(experts, top_k, inter, 0, tuple(range(b.layers))),
-                     rotary_dims=(b.head_dim,), rotary_caches=((rows, b.head_dim, 4),), layers=layers)
+                     rotary_dims=(b.head_dim,), rotary_caches=((rows, b.head_dim, 4),), layers=layers,
+                     cudagraph_capture_max=1024)
 
 
 FAMILY = Family(

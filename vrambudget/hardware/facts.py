@@ -218,11 +218,13 @@ def flashinfer_autotunes(gpu: GPU) -> Fact:
                 False)
 
 
-def gdn_prefill_path(gpu: GPU) -> str:
-    """The GDN chunked-prefill kernel vLLM 0.20.2 uses: FlashInfer's on compute capability 9.0 (it is
+def gdn_prefill_path(gpu: GPU, forced: str | None = None) -> str:
+    """The GDN chunked-prefill kernel vLLM 0.20.2+ uses: FlashInfer's on compute capability 9.0 (it is
     JIT-compiled on first use), the Triton/FLA kernels elsewhere (model_executor/layers/mamba/
-    gdn_linear_attn.py ChunkGatedDeltaRule; `--gdn-prefill-backend triton` forces FLA)."""
-    return "FlashInfer GDN (Hopper)" if gpu.architecture == "hopper" else "Triton/FLA"
+    gdn_linear_attn.py ChunkGatedDeltaRule); `--gdn-prefill-backend` (`forced`) picks one."""
+    if forced == "triton" or (forced is None and gpu.architecture != "hopper"):
+        return "Triton/FLA"
+    return "FlashInfer GDN (Hopper)"
 
 
 def int4_load(gpu: GPU, extra_bytes_per_group: float = 0.0, kernel: str | None = None) -> Int4Load:

@@ -104,6 +104,9 @@ class ModelArch:
     rotary_caches: tuple[tuple[int, int, int], ...] = ()
     extra_tensors: tuple = ()  # model-level weights a family adds (layers.base.Tensor)
     tower_unmodelled: str = ""  # a vision tower vLLM loads that is not modelled: --language-model-only is required
+    # the largest CUDA-graph batch the model's vLLM config sets when the user sets none (gpt-oss: 1024, vLLM 0.26-0.33
+    # model_executor/models/config.py 'Overriding max cuda graph capture size'); None: vLLM's default rule
+    cudagraph_capture_max: int | None = None
     # the decoder layers as layer kinds (vrambudget/layers): what the planner and the weights loop over
     layers: tuple[DecoderLayer, ...] = field(default=(), compare=False)
     mtp_layer: DecoderLayer | None = field(default=None, compare=False)  # one MTP drafter decoder layer

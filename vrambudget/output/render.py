@@ -56,7 +56,7 @@ def header(p: Prediction) -> str:
     return (f"{d.model.ref} ({d.model.description}) on {d.gpu.name} ({d.gpu.total_gib:.2f} GiB as CUDA reports it"
             f"{'' if d.gpu.measured else ', ' + d.gpu.source.split(':')[0].split(' (')[0]}"
             f"{f'; {d.gpu.sms} SMs, {d.gpu.architecture}' if d.gpu.sms else ''}; attention {b.backend.label}"
-            + (f", GDN prefill {gdn_prefill_path(d.gpu)}" if d.model.arch.gdn is not None else "") + ")\n"
+            + (f", GDN prefill {gdn_prefill_path(d.gpu, d.gdn_prefill_backend)}" if d.model.arch.gdn is not None else "") + ")\n"
             f"{d.version_label} | GMU {d.gmu:.2f} | KV {d.kv_cache_dtype} | {mode} | {mtp} | "
             f"max_num_seqs {d.max_num_seqs} | max_num_batched_tokens {d.max_num_batched_tokens} | TP {d.tp}"
             + (" | prefix caching" if d.enable_prefix_caching else "")
@@ -92,6 +92,10 @@ def budget_table(p: Prediction) -> str:
          activation_formula(d, p.coefficients)
          + (f" + {b.backend.name} workspace {b.backend.profiled_bytes / MiB:.0f} MiB" if b.backend.profiled_bytes else "")],
         ["non-torch memory", g(b.non_torch_bytes), "vLLM's startup logs (NCCL, cuBLAS workspaces, kernels loaded)"],
+        *([["kept buffers (model runner)", g(b.runner_buffers_bytes),
+            "V2's per-request state (max_num_seqs x vocab x 4 B and masks)"
+            + (" + the kept fused-MoE scratch" if d.model.arch.moe is not None and d.rules.moe_workspace_kept else "")
+            + "; vLLM 0.27+ counts what stays"]] if b.runner_buffers_bytes else []),
         ["CUDA graphs (estimate)", g(b.cudagraph_bytes),
          f"{b.num_cudagraphs} graphs" + ("" if b.cudagraph_in_budget else ", not subtracted by this version")
          if not d.enforce_eager else "eager: none"],
@@ -364,9 +368,15 @@ def activation_formula(d: Deployment, c: Coefficients | None = None) -> str:
     """How the profiled peak is built for this deployment (the budget's `activation`), in words; with the
     coefficients, the sort sampler's bytes per logit and whether a cold compile copies vocab x hidden."""
     copy = c is None or c.get("cold_compile_vocab_hidden_factor", 1.0) > 0
+    per_token = c is not None and c.get("cold_compile_per_token_hidden_bytes", 0.0) > 0
     forward = "tokens x MLP width" + ("" if d.enforce_eager else
                                       " + warm compile" if d.compile_cache == "warm" else
-                                      ", cold compile: vocab x hidden" if copy else ", cold compile")
+                                      ", cold compile: vocab x hidden" + (" + tokens x hidden" if per_token else "")
+                                      if copy else ", cold compile")
+    if d.runner == "v2" and c is not None and "v2_sampler_bytes_per_logit" in c.items:
+        sampler = f"sampler: rows x vocab x {c['v2_sampler_bytes_per_logit']:.1f} B (V2, two passes)"
+        return f"max({forward}; {sampler})" if not d.with_vision else (
+            f"max(vision encoder: patches x (width + MLP width / TP); max({forward}; {sampler}) + images held)")
     if d.rules.sampler == "sort":  # vLLM 0.10-0.16: top-k / top-p by a torch sort of every logit row
         per = f" x {c['sampler_sort_bytes_per_logit']:.0f} B" if c is not None else ""
         sampler = f"sort sampler: rows x vocab{per}"
@@ -426,9 +436,14 @@ def partial_explain_text(name: str, j: dict[str, Any]) -> str:
 
 def probe_summary_text(s: dict[str, Any]) -> str:
     """`probe`: every startup in a table, then the ceiling (or smallest GMU) it found."""
-    rows = [[a["n"], f"{a['gmu']:.2f}", f"{a['max_model_len']:,}", a["outcome"], f"{a['seconds']:.0f}",
-             {True: "ok", False: "FAILED", None: ""}[a["verify"]]] for a in s["attempts"]]
-    out = [tabulate(rows, headers=["#", "GMU", "max_model_len", "outcome", "s", "verify"], tablefmt="simple",
+    def length(a: dict[str, Any]) -> str:
+        if a["max_model_len"] != -1:
+            return f"{a['max_model_len']:,}"
+        return f"auto -> {a['started_len']:,}" if a.get("started_len") else "auto"
+
+    rows = [[a["n"], f"{a['gmu']:.2f}", length(a), a["outcome"], f"{a['seconds']:.0f}",
+             {True: "ok", False: "FAILED", None: ""}[a["verify"]], a.get("why", "")] for a in s["attempts"]]
+    out = [tabulate(rows, headers=["#", "GMU", "max_model_len", "outcome", "s", "verify", "why"], tablefmt="simple",
                     disable_numparse=True)]
     if s.get("max_num_seqs_asked") and s.get("max_num_seqs") != s["max_num_seqs_asked"]:
         out.append(f"max_num_seqs {s['max_num_seqs']} (not {s['max_num_seqs_asked']}): vLLM's Mamba-block check needs "
@@ -439,8 +454,14 @@ def probe_summary_text(s: dict[str, Any]) -> str:
     elif s["mode"] == "bisect":
         ooms = s.get("runtime_oom_gmus") or []
         at = f" at GMU {s['gmu']:.2f}" if s.get("gmu") is not None else ""
+        how = ""
+        if s.get("strategy") == "auto-fit":
+            how = (f" (vLLM's own fit with --max-model-len auto: {s['first_boot']:,} on the first boot, the ceiling "
+                   "after a restart on the second, which loads the first's compiled graphs)"
+                   if s.get("first_boot") and s["first_boot"] != s.get("fitted") else " (vLLM's own fit, "
+                   "--max-model-len auto)")
         out.append(f"ceiling{at}: max_model_len {s['ceiling']:,} (predicted {s.get('predicted', 0):,}) "
-                   f"in {s['startups']} startups; records: {s['records']}")
+                   f"in {s['startups']} startup{'s' if s['startups'] != 1 else ''}{how}; records: {s['records']}")
         if ooms:
             out.append("started but ran out of memory serving at GMU " + ", ".join(f"{g:.2f}" for g in ooms)
                        + " (a startup-only check would have certified it)")

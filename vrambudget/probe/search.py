@@ -31,6 +31,11 @@ class Trial:
     needed_bytes: float | None = None  # the KV memory vLLM said the length needs (refused startups)
     verified: bool | None = None  # None: not verified (not final, or --no-verify)
     runtime_oom: bool = False  # the verify ran out of memory (or the server died), not a stall
+    started_len: int | None = None  # the max_model_len the server started with (vLLM's own fit under auto)
+    compile: str | None = None  # "cold" / "warm" as the log says (None: eager)
+
+
+AUTO = -1  # --max-model-len -1: vLLM fits the length to its KV cache itself
 
 
 # trial(gmu, max_model_len, verify_if): starts vLLM; when it started, verifies it if verify_if(exact) says so
@@ -101,6 +106,39 @@ def bisect(trial: TrialFn, *, gmu: float, block: int, max_len: int, predicted: i
             cand = nxt
             continue
         return {"failed": t.outcome, "predicted": predicted}
+
+
+def auto_fit(trial: TrialFn, *, gmu: float, graphs: bool, cap: int, report: Callable[[str], None]) -> dict[str, Any]:
+    """The ceiling in as few startups as vLLM's own messages allow: with --max-model-len auto vLLM fits the length to
+    the KV cache it profiled, and the compile-cache key holds the length it started from, not the fitted one, so a
+    second boot of the same command loads the first's compiled graphs and fits the ceiling after a restart. Eager: one
+    startup, verified. CUDA graphs: the first (cold compile) startup fits the first boot's ceiling, the second (warm)
+    the ceiling after a restart, which is verified. `cap`: the longest length asked for (a verify at no more).
+    Returns the result, or {"fallback": reason, ...} where the bisection has to take over."""
+    def verify_now(exact: int | None) -> bool:
+        return True
+
+    first = trial(gmu, AUTO, verify_now)  # under CUDA graphs: whether the first boot's own fit serves
+    if first.outcome != "started" or not first.started_len:
+        return {"fallback": f"the auto-fit startup {first.outcome}", "first": first}
+    if not graphs or first.compile == "warm":  # eager, or the compiled graphs were already there: no restart needed
+        return _auto_result(first, first, cap)
+    report(f"[{first.n}] vLLM fitted max_model_len {first.started_len:,} on the first boot (compile cache "
+           f"{first.compile or 'cold'}); the same command again boots warm and fits the ceiling after a restart")
+    second = trial(gmu, AUTO, verify_now)
+    if second.outcome != "started" or not second.started_len:
+        return {"fallback": f"the restart {second.outcome}", "first": first}
+    if second.compile == "cold":
+        report(f"[{second.n}] the restart compiled again (the compile cache was not kept): its fit is a first boot's")
+    return _auto_result(first, second, cap)
+
+
+def _auto_result(first: Trial, last: Trial, cap: int) -> dict[str, Any]:
+    ceiling = min(last.started_len or 0, cap)
+    if last.verified is False:
+        return {"fallback": "the fitted length did not serve", "first": first, "hi": ceiling}
+    return {"ceiling": ceiling, "fitted": last.started_len, "first_boot": first.started_len, "strategy": "auto-fit",
+            "bracket": [ceiling, ceiling + 1], "verified": last.verified}
 
 
 def target(trial: TrialFn, *, tokens: int, start_gmu: float, need_bytes: int, total_bytes: int) -> dict[str, Any]:

@@ -54,6 +54,9 @@ class ProbeOptions:
     multi_turn_seconds: float = 900.0
     stall_seconds: float = 120.0  # a request waiting unscheduled this long (vLLM's stats lines) fails the verify
     max_model_len: int | None = None  # bisect no higher than this (the context the user wants to serve)
+    # let vLLM fit the length itself (--max-model-len auto) where the version keeps the compile-cache key: the
+    # ceiling after a restart in 2 startups (search.auto_fit); False: fixed lengths only (search.bisect)
+    auto_fit: bool = True
     # the first request, as a user's benchmark sends it (a short prompt, 250 tokens generated): FlashInfer allocates
     # its workspaces there, outside vLLM's budget; then the long prompt (None: verify_fraction x the length)
     first_request: tuple[int, int] = (200, 250)
@@ -112,7 +115,7 @@ def simulation(card, free_memory: str | None) -> tuple[dict[str, Any], Any]:
     from ..hardware.facts import cuda_context
     from ..units import parse_size
 
-    real = detect()
+    real = detect(engine_devices(1)[0])  # the GPU vLLM will take (the first of CUDA_VISIBLE_DEVICES)
     runs = simulated(card, real, "--simulate-gpu (this machine's GPU)")
     free = parse_size(free_memory, "--free-memory") if free_memory else card.total_bytes - cuda_context(card).value
     return {"simulate_free_bytes": free, "real_total_bytes": real.total_bytes,
@@ -168,7 +171,7 @@ class Prober:
             report(f"--max-num-seqs {self.d.max_num_seqs}: vLLM's default {d.max_num_seqs} exceeds the KV cache "
                    "blocks predicted for this hybrid model, and its CUDA graphs need one per sequence")
         self.workers = d.tp * d.pp * d.dp  # one GPU each: the probe watches them all
-        self.gpu = GpuWatch(engine_devices(self.workers) if self.workers > 1 else 0)
+        self.gpu = GpuWatch(engine_devices(self.workers))  # CUDA_VISIBLE_DEVICES's GPUs, as vLLM takes them
         self.attempts: list[Attempt] = []
         self.records_path = opts.runs_dir / "records.jsonl"
         self.layout = layout_for(d)
@@ -187,9 +190,25 @@ class Prober:
         # failure is retried warm; aim at the warm ceiling from the start
         start = self.d if self.d.enforce_eager else self.d.with_(compile_cache="warm")
         predicted = deciding(start.with_(auto_fit=True), self.c).ceiling  # several workers: the fewest blocks
-        return self._run("bisect", lambda: search.bisect(
-            self._trial("bisect"), gmu=self.d.gmu, block=self.layout.block_size, max_len=max_len,
-            predicted=predicted, verify=self.opts.verify, serving_gmu=self._serving_gmu, report=self.report))
+
+        def fixed(hi: int | None = None, guess: int = predicted) -> dict[str, Any]:
+            return search.bisect(
+                self._trial("bisect"), gmu=self.d.gmu, block=self.layout.block_size, max_len=min(max_len, hi or max_len),
+                predicted=guess, verify=self.opts.verify, serving_gmu=self._serving_gmu, report=self.report)
+
+        if not (self.opts.auto_fit and self.d.rules.auto_fit_keeps_compile_key):
+            return self._run("bisect", fixed)
+
+        def auto_then_fixed() -> dict[str, Any]:
+            found = search.auto_fit(self._trial("auto"), gmu=self.d.gmu, graphs=not self.d.enforce_eager,
+                                    cap=max_len, report=self.report)
+            if "fallback" not in found:
+                return {**found, "predicted": predicted, "gmu": self.d.gmu}
+            hi = found.get("hi")
+            self.report(f"{found['fallback']}: searching fixed lengths" + (f" below {hi:,}" if hi else ""))
+            return {**fixed(hi, min(hi or predicted, predicted)), "strategy": "auto-fit, then fixed lengths"}
+
+        return self._run("bisect", auto_then_fixed)
 
     def target(self, tokens: int) -> dict[str, Any]:
         """Smallest GMU (0.01 steps) at which `tokens` start and serve."""
@@ -212,8 +231,9 @@ class Prober:
                 self.close()
         return {"mode": mode, "startups": len(self.attempts), "records": str(self.records_path),
                 "max_num_seqs": self.d.max_num_seqs, "max_num_seqs_asked": self.seqs_asked,
-                "attempts": [{"n": a.n, "gmu": a.gmu, "max_model_len": a.max_model_len, "outcome": a.outcome,
-                              "seconds": a.seconds, "verify": (a.verify or {}).get("ok")} for a in self.attempts],
+                "attempts": [{"n": a.n, "gmu": a.gmu, "max_model_len": a.max_model_len, "started_len": _started_len(a),
+                              "compile": a.facts.compile, "outcome": a.outcome, "seconds": a.seconds,
+                              "verify": (a.verify or {}).get("ok"), "why": _why(a)} for a in self.attempts],
                 **found}
 
     def _trial(self, mode: str) -> search.TrialFn:
@@ -229,13 +249,14 @@ class Prober:
                 self._stop(srv)
                 if verified is not None:
                     records.append(self.records_path, records.verify_record(
-                        n=att.n, gmu=att.gmu, max_model_len=att.max_model_len, verify=att.verify or {},
+                        n=att.n, gmu=att.gmu, max_model_len=_started_len(att) or att.max_model_len, verify=att.verify or {},
                         log=att.log, inputs=self.d.inputs()))
             v = att.verify or {}
             return search.Trial(att.n, att.outcome, exact, f.estimated_max_model_len,
                                 f.available_kv_gib * GiB if f.available_kv_gib is not None else None,
                                 f.needed_kv_gib * GiB if f.needed_kv_gib is not None else None, verified,
-                                bool(v.get("runtime_oom") or v.get("server_died")) and not v.get("stalled"))
+                                bool(v.get("runtime_oom") or v.get("server_died")) and not v.get("stalled"),
+                                started_len=_started_len(att), compile=f.compile)
         return trial
 
     def _exact_ceiling(self, f: LogFacts) -> int | None:
@@ -320,7 +341,7 @@ class Prober:
         cmd = self.opts.vllm_cmd + serve_args(self.d, gmu, mml, dummy=self.opts.dummy_weights, port=port,
                                               extra=self.opts.extra_args,
                                               real_total=self.opts.real_total_bytes if self.blocker else None)
-        label = f"[{n}] max_model_len {mml:,}"
+        label = f"[{n}] max_model_len {'auto' if mml == search.AUTO else f'{mml:,}'}"
         self.report(f"{label} @ GMU {gmu_flag(gmu)}: starting ({shlex.join(cmd[:3])} ...)")
         srv = self._start(cmd, port)
         clock = self._clock(retry)
@@ -371,7 +392,9 @@ class Prober:
 
     def record(self, att: Attempt, mode: str) -> None:
         self.attempts.append(att)
-        d = self.d.with_(gmu=att.gmu, max_model_len=max(att.max_model_len, 1), auto_fit=False,
+        auto = att.max_model_len == search.AUTO
+        d = self.d.with_(gmu=att.gmu, max_model_len=self.d.model.arch.max_position_embeddings if auto else
+                         max(att.max_model_len, 1), auto_fit=auto,
                          compile_cache=att.facts.compile or self.d.compile_cache)
         o = self.opts
         sim = ({"free_bytes": o.simulate_free_bytes, "real_total_bytes": o.real_total_bytes,
@@ -416,11 +439,36 @@ class Prober:
     def verify(self, att: Attempt, srv: ServerProcess) -> bool:
         """Prove the length serves, in stages (verify.Verifier.prove); the record names the stage that failed."""
         o = self.opts
-        limit = max(1, int(att.max_model_len * o.verify_fraction) - 16)
+        length = _started_len(att) or att.max_model_len
+        if o.max_model_len:  # the length asked for, where vLLM fitted a longer one
+            length = min(length, o.max_model_len)
+        limit = max(1, int(length * o.verify_fraction) - 16)
         att.verify = self.verifier.prove(att.n, srv, long_tokens=min(o.prompt_tokens or limit, limit), limit=limit,
                                          first_request=o.first_request, turn_tokens=o.turn_tokens,
                                          max_turns=o.max_turns, multi_turn_seconds=o.multi_turn_seconds)
         return bool(att.verify["ok"])
+
+
+def _started_len(att: Attempt) -> int | None:
+    """The max_model_len a started server runs with: the one asked for, or vLLM's own fit under auto (-1)."""
+    if att.outcome != "started":
+        return None
+    return att.facts.max_model_len if att.max_model_len == search.AUTO else att.max_model_len
+
+
+def _why(a: Attempt) -> str:
+    """Why this startup ran, in a few words (the probe's table)."""
+    if a.retry_of_mamba_blocks:
+        return "the max_num_seqs vLLM's Mamba-block check named"
+    if a.retry_of_cold_compile:
+        return "the same length again, compile cache warm"
+    if a.max_model_len == search.AUTO:
+        if a.facts.compile == "warm":
+            return ("the same again: warm, fits the ceiling after a restart" if a.n > 1 else
+                    "vLLM fits the length (its compiled graphs already cached: the ceiling after a restart)")
+        return {"cold": "vLLM fits the length (first boot: cold compile)"}.get(a.facts.compile or "",
+                                                                               "vLLM fits the length (eager)")
+    return "a length from the last startup's KV memory" if a.n > 1 else "the predicted ceiling"
 
 
 def _detail(f: LogFacts) -> str:

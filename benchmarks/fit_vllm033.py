@@ -1,0 +1,125 @@
+"""Where profiles/coefficients/vllm-0.33.json's figures come from: the vLLM 0.33.0 lab startups
+(tests/fixtures/lab-vllm-0.33.0-h200, plan benchmarks/lab/plans/h200x4-0.33.0-lab.json), each term from the lines
+that state it. Run from the repository root: `python benchmarks/fit_vllm033.py` prints every figure, the logs it
+comes from and its residuals (leave-one-out where several logs share one)."""
+
+from __future__ import annotations
+
+import statistics
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from vrambudget.budget import features, v2_runner_buffers  # noqa: E402
+from vrambudget.explain import deployment_from_log  # noqa: E402
+from vrambudget.logparse import parse_log  # noqa: E402
+from vrambudget.units import GiB, MiB  # noqa: E402
+
+LAB = ROOT / "tests" / "fixtures" / "lab-vllm-0.33.0-h200"
+# the host's model folders (the plan's "models") and the checkpoint each was written from
+MODELS = {"/tmp/models/qwen3-8b": "qwen3-8b", "/tmp/models/llama-3.1-8b": "llama-3.1-8b",
+          "/tmp/models/qwen3-30b-a3b": "tests/fixtures/models/qwen3-30b-a3b",
+          "/tmp/models/gpt-oss-20b": "tests/fixtures/models/gpt-oss-20b",
+          "/tmp/models/deepseek-v3-5l": "tests/fixtures/models/lab-deepseek-v3-5l",
+          "/tmp/models/qwen3.5-9b": "tests/fixtures/models/qwen3.5-9b"}
+
+
+def lab_logs() -> list[tuple[str, object, object]]:
+    """(name, facts, deployment) of every 0.33.0 startup log that reached its budget line."""
+    out = []
+    for path in sorted(LAB.rglob("*.log")):
+        facts = parse_log(path.read_text())
+        if facts.available_kv_gib is None:
+            continue
+        model = MODELS.get(str(facts.args.get("model")))
+        out.append((str(path.relative_to(LAB)), facts, deployment_from_log(facts, model)))
+    return out
+
+
+def kind(d) -> str:
+    a = d.model.arch
+    return ("tp" if d.tp > 1 else "mla" if a.uses_mla else "mxfp4" if (a.quantization or {}).get("quant_method")
+            == "mxfp4" else "moe" if a.moe else "hybrid" if a.is_hybrid else "dense")
+
+
+def loo(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    coef, *_ = np.linalg.lstsq(X, y, rcond=None)
+    out = []
+    for i in range(len(y)):
+        m = np.ones(len(y), bool)
+        m[i] = False
+        c2, *_ = np.linalg.lstsq(X[m], y[m], rcond=None)
+        out.append(X[i] @ c2 - y[i])
+    return coef, X @ coef - y, np.array(out)
+
+
+def main() -> None:
+    logs = lab_logs()
+    # one row per distinct configuration (a warm log repeats its cold twin's graphs and kept buffers)
+    print("== kept beyond the weights: consumed - weights - V2's request state - a kept fused-MoE scratch")
+    rest: dict[str, list[float]] = {}
+    for name, f, d in logs:
+        feats = features(d)
+        r = (f.consumed_gib - f.weights_gib) * GiB - v2_runner_buffers(d) - max(feats.moe_workspace_bytes, 0)
+        rest.setdefault(kind(d), []).append(r / GiB)
+        print(f"  {name:30} {kind(d):6} {r / GiB:+.3f} GiB")
+    for k, v in rest.items():
+        print(f"  {k:6} mean {statistics.mean(v):.4f} GiB over {len(v)} logs")
+
+    print("== the sampler's peak per logit (Model Runner V2, 0.33: both dummy passes), logs where it decides")
+    per = []
+    for name, f, d in logs:
+        feats = features(d)
+        rows = min(feats.seqs, feats.tokens)
+        if rows < 512 or kind(d) == "mla":
+            continue
+        held = feats.tokens * feats.hidden * 2
+        per.append(((f.activation_gib * GiB - held) / (rows * feats.vocab), name))
+        print(f"  {name:30} {per[-1][0]:.3f} B per logit")
+    print(f"  mean {statistics.mean(p for p, _ in per):.3f}")
+
+    print("== a cold compile's peak: factor x vocab x hidden x 2 B + per token x hidden + a drafter's")
+    rows_, ys, names = [], [], []
+    for name, f, d in logs:
+        feats = features(d)
+        if f.compile != "cold" or min(feats.seqs, feats.tokens) >= 512 or d.tp > 1 or kind(d) not in ("dense", "hybrid"):
+            continue
+        rows_.append([feats.vocab * feats.hidden * 2, feats.tokens * feats.hidden, 1.0 if feats.drafter_graphs else 0.0])
+        ys.append(f.activation_gib * GiB)
+        names.append(name)
+    coef, res, _ = loo(np.array(rows_, float), np.array(ys))
+    print(f"  factor {coef[0]:.4f}, per token x hidden {coef[1]:.3f} B, drafter {coef[2] / GiB:.4f} GiB")
+    for n, r in zip(names, res):
+        print(f"    {n:30} residual {r / GiB:+.3f} GiB")
+
+    print("== Model Runner V2's CUDA-graph estimate (dense and hybrid, one GPU)")
+    X, y, names, others = [], [], [], []
+    seen = set()
+    for name, f, d in logs:
+        feats = features(d)
+        n_pw, _, n_full, s_full = feats.graph_sizes
+        row = [n_pw, n_full * s_full * feats.hidden, (n_pw + n_full) if feats.drafter_graphs else 0.0]
+        key = (tuple(row), kind(d), f.cudagraph_estimate_gib)
+        if key in seen:
+            continue
+        seen.add(key)
+        (X if kind(d) in ("dense", "hybrid") else others).append((name, row, f.cudagraph_estimate_gib * GiB, kind(d)))
+    A = np.array([r for _, r, _, _ in X], float)
+    b = np.array([e for _, _, e, _ in X])
+    coef, res, lo = loo(A, b)
+    print(f"  per PIECEWISE graph {coef[0] / MiB:.3f} MiB, per FULL graph x largest FULL x hidden {coef[1]:.4f} B, "
+          f"per drafter graph {coef[2] / MiB:.3f} MiB")
+    for (n, _, e, _), r, l in zip(X, res, lo):
+        print(f"    {n:30} logged {e / GiB:.2f} residual {r / GiB:+.3f} leave-one-out {l / GiB:+.3f} GiB")
+    for n, row, e, k in others:
+        dense = float(np.array(row) @ coef)
+        print(f"  {k:6} {n:30} logged {e / GiB:.2f} GiB, the dense estimate {dense / GiB:.2f}: ratio {e / dense:.3f}")
+
+
+if __name__ == "__main__":
+    main()
