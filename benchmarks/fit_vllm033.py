@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import statistics
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -98,7 +97,7 @@ def main() -> None:
         print(f"    {n:30} residual {r / GiB:+.3f} GiB")
 
     print("== Model Runner V2's CUDA-graph estimate (dense and hybrid, one GPU)")
-    X, y, names, others = [], [], [], []
+    X, others = [], []
     seen = set()
     for name, f, d in logs:
         feats = features(d)

@@ -12,7 +12,12 @@ log lines for it (the planner, verified on real logs, gives the KV figures), ser
 With --pipeline-parallel-size every stage prints its own profile (pp_activation_gib: each stage's peak) and the
 engine's KV tokens are the fewest blocks any stage has. Like vLLM 0.20.2 it refuses a hybrid whose max_num_seqs exceeds its KV cache blocks with CUDA graphs.
 It also starts a child process in its own process group, so tests can check the probe stops the
-whole group. Every start is appended to $state_dir/starts.log.
+whole group. Every start is appended to $state_dir/starts.log. Faults of the process tree (each leaves
+GPU processes behind a probe that stops only the process group):
+  faults.ignore_sigterm: the server ignores SIGTERM (appending a line to $state_dir/sigterm.log for each);
+  faults.setsid_child / faults.setpgid_child: it starts a child that calls setsid() / setpgid(0, 0) and
+  forks a daemon (re-parented, out of the server's group), whose pid is appended to $state_dir/escaped.log
+  before the first log line.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import argparse
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -45,6 +51,26 @@ def say(line: str) -> None:
     print(line, flush=True)
 
 
+ESCAPE = """import os, sys, time
+os.setsid() if sys.argv[1] == "setsid" else os.setpgid(0, 0)
+if os.fork():
+    os._exit(0)
+with open(sys.argv[2], "a") as f:
+    f.write(f"{os.getpid()}\\n")
+time.sleep(600)
+"""
+
+
+def escape(how: str, log: Path) -> None:
+    """A child that leaves the server's process group (setsid or setpgid) and leaves a daemon behind; returns once
+    the daemon wrote its pid to `log`."""
+    n = len(log.read_text().splitlines()) if log.exists() else 0
+    subprocess.run([sys.executable, "-c", ESCAPE, how, str(log)], check=True)
+    end = time.monotonic() + 10
+    while time.monotonic() < end and (len(log.read_text().splitlines()) if log.exists() else 0) <= n:
+        time.sleep(0.005)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("cmd", nargs="?")
@@ -67,9 +93,14 @@ def main() -> int:
     faults = truth.get("faults", {})
     state = Path(truth["state_dir"])
     state.mkdir(parents=True, exist_ok=True)
+    if faults.get("ignore_sigterm"):
+        signal.signal(signal.SIGTERM, lambda *_: (state / "sigterm.log").open("a").write(f"{os.getpid()}\n"))
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     with open(state / "starts.log", "a") as fh:
         fh.write(json.dumps({"pid": os.getpid(), "child": child.pid, "argv": sys.argv[1:]}) + "\n")
+    for how in ("setsid", "setpgid"):
+        if faults.get(f"{how}_child"):
+            escape(how, state / "escaped.log")
 
     spec = json.loads(args.speculative_config) if args.speculative_config else {}
     mml_arg = args.max_model_len

@@ -13,14 +13,14 @@ import os
 import shutil
 import struct
 import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 import pytest
 
-from vrambudget import cli
+from .cli_run import run
+
 
 FIX = Path(__file__).parent / "fixtures"
 AWQ = FIX / "models" / "qwen3.5-9b-awq"
@@ -347,21 +347,44 @@ CASES = [
                                "--startup-timeout", "nan"], ("--startup-timeout",)),
     Case("probe-timeout-negative", ["probe", "--gpu", "h100", "-m", "qwen3.5-9b", "--runs-dir", "{tmp}/runs",
                                     "--startup-timeout", "-1"], ("--startup-timeout",)),
+    # -- round 3 (issue 44): figures past any machine, quantization fields, flags that contradict ----------------
+    Case("gpu-memory-400-digits", ["predict", "--gpu-memory", "9" * 400 + "GiB"], ("--gpu-memory", "403 characters",
+                                                                                     "more than any GPU")),
+    Case("free-memory-400-digits", ["predict", "-g", "h100", "--free-memory", "9" * 400], ("--free-memory",)),
+    Case("available-kv-inf", ["predict", "-g", "h100", "--available-kv-gib", "inf"], ("--available-kv-gib",)),
+    Case("vllm-version-5000-digits", ["predict", "-g", "h100", "--vllm-version", "0." + "3" * 5000],
+         ("vLLM version", "5,002 characters")),
+    Case("max-model-len-400-digits", ["predict", "-g", "h100", "--max-model-len", "9" * 400],
+         ("--max-model-len", "more tokens than any model")),
+    Case("probe-poll-1e308", ["probe", "--gpu", "h100", "-m", "qwen3.5-9b", "--runs-dir", "{tmp}/runs",
+                              "--poll-seconds", "1e308"], ("--poll-seconds", "30 days")),
+    Case("quant-config-empty", ["predict", "-g", "h100", "-m", "{tmp}/m"], ("quantization_config", "quant_method"),
+         {"m/config.json": _qwen3("quantization_config", "{}")}),
+    Case("quant-group-size-0", ["predict", "-g", "h100", "-m", "{tmp}/m"], ("group_size is 0",),
+         {"m/config.json": _qwen3("quantization_config", '{"quant_method": "awq", "bits": 4, "group_size": 0}')}),
+    Case("quant-bits-word", ["predict", "-g", "h100", "-m", "{tmp}/m"], ("quantization_config.bits", "'four'"),
+         {"m/config.json": _qwen3("quantization_config", '{"quant_method": "gptq", "bits": "four"}')}),
+    Case("target-and-max-model-len", ["predict", "-g", "h100", "-m", "qwen3-8b", "--max-model-len", "32k",
+                                      "--target-context", "64k"], ("--target-context 65,536", "give one")),
+    Case("target-and-gmu", ["predict", "-g", "h100", "-m", "qwen3-8b", "--gmu", "0.9", "--target-context", "32k"],
+         ("--target-context", "GMU itself")),
+    Case("log-400-digit-figure", ["explain", "{tmp}/big.log", "--json"], ("impossible available_kv",),
+         {"big.log": "INFO x [v1/worker/gpu_worker.py:560] Available KV cache memory: " + "9" * 400 + " GiB\n"}),
+    Case("log-two-servers-interleaved", ["explain", "{tmp}/two.log"], ("interleaves two vLLM servers",),
+         {"two.log": lambda t: (t / "two.log").write_text("".join(
+             a + b for a, b in zip(*(((FIX / "lab-vllm-0.33.0-h200" / "defaults" / f"{n}.log").read_text()
+                                      .splitlines(keepends=True)) for n in ("q8-d-cold", "l8-d-cold")))))}),
+    Case("records-simulated-context-h200-and-3090", ["fit", "{tmp}/a.jsonl", "{tmp}/b.jsonl"], ("2 cards",),
+         {"a.jsonl": lambda t: (t / "a.jsonl").write_text(
+             (FIX / "probe-vllm-0.20.2-h200" / "g2" / "records.jsonl").read_text()),
+          "b.jsonl": lambda t: (t / "b.jsonl").write_text(_record(gpu_name="NVIDIA GeForce RTX 3090") + "\n")}),
+    Case("records-peak-500gib", ["fit", "{tmp}/r.jsonl", "--gpu", "h100"], ("activation peak", "not what a card"),
+         {"r.jsonl": lambda t: (t / "r.jsonl").write_text(
+             _record().replace('"activation_gib": ', '"activation_gib": 500, "_x": ') + "\n")}),
+    Case("records-peak-1e29", ["fit", "{tmp}/r.jsonl", "--gpu", "h100"], ("record 1",),
+         {"r.jsonl": lambda t: (t / "r.jsonl").write_text(
+             _record().replace('"activation_gib": ', '"activation_gib": 1e29, "_x": ') + "\n")}),
 ]
-
-
-def run(argv: list[str], capsys) -> tuple[int, str, str]:
-    old = sys.argv
-    sys.argv = ["vrambudget", *argv]
-    try:
-        cli.main()
-        code = 0
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-    finally:
-        sys.argv = old
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def snapshot(root: Path) -> dict[str, str]:

@@ -57,7 +57,7 @@ def test_estimated_context_warns_with_the_margin_but_certain_shortfall_refuses()
     assert p.starts and any("free memory at start" in w and "estimate" in w for w in p.warnings)
     # other processes holding 1 GiB: short even with no context at all -> certain refusal
     q = mission(0.99, 0, mml=32768, other_gpu_bytes=GiB)
-    assert not q.starts and "free memory at start" in q.reasons[0]
+    assert not q.starts and "Free memory on device" in q.reasons[0] and q.refusals[0].check == "free_memory_below_budget"
 
 
 def test_gpu_auto_reads_free_memory_through_nvml(monkeypatch):

@@ -64,7 +64,7 @@ def _exec_start_argv(unit: str) -> list[str]:
 
 
 def test_systemd_unit_keeps_json_intact(tmp_path):
-    r = runner.invoke(app, SERVE + ["--format", "systemd", "--margin", "5%"])
+    r = runner.invoke(app, SERVE + ["--format", "systemd", "--margin", "5%", "--vllm-bin", "/bin/true"])
     assert r.exit_code == 0, r.output
     unit = r.stdout
     assert "Restart=on-failure" in unit

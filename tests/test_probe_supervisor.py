@@ -1,6 +1,8 @@
 """The probe as a supervisor (issue 36): every way a probe ends (a reply that is not HTTP, Ctrl-C, SIGTERM, a
 crash, a time-out) stops every process it started; a runs folder serves one probe at a time; bad timing options
-are one line, exit 2, and leave nothing on disk. Against the simulated vLLM (tests/sim_vllm.py)."""
+are one line, exit 2, and leave nothing on disk; and no process it started outlives it, not after a second SIGTERM
+while a server ignores the first, not after a SIGKILL of the probe, not when a child leaves the server's process
+group (the reaper's tag and supervisor). Against the simulated vLLM (tests/sim_vllm.py)."""
 
 import json
 import os
@@ -15,6 +17,8 @@ from typer.testing import CliRunner
 
 from vrambudget.cli import app
 from vrambudget.errors import UserError
+from vrambudget.probe import reaper
+from vrambudget.probe.server import MemoryBlocker, ServerProcess, free_port
 from vrambudget.probe.session import ProbeOptions, claim
 
 from .test_probe import BASE, SIM, deployment, prober, running, starts
@@ -123,3 +127,120 @@ def test_options_are_validated_where_they_are_made():
                 {"verify_fraction": 1.5}, {"vllm_cmd": []}):
         with pytest.raises(UserError):
             ProbeOptions(**{"vllm_cmd": SIM, **bad})
+
+
+# -- nothing it started outlives it (reaper.py) ----------------------------------------------------------------
+def _until(cond, timeout: float = 10.0):
+    """`cond()` once it is true (checked every 10 ms), else its last value after `timeout` s."""
+    end = time.monotonic() + timeout
+    while not (value := cond()) and time.monotonic() < end:
+        time.sleep(0.01)
+    return value
+
+
+def _carrying(marker: str) -> set[int]:
+    """Running processes (zombies aside) other than this one whose environment holds `marker`: everything a test's
+    probe started, and the probe, carries its SIMVLLM_TRUTH."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                env = (entry / "environ").read_bytes()
+            except OSError:
+                continue
+            if marker.encode() in env.split(b"\0") and running(int(entry.name)):
+                found.add(int(entry.name))
+    return found
+
+
+def _marker() -> str:
+    return f"SIMVLLM_TRUTH={os.environ['SIMVLLM_TRUTH']}"
+
+
+def _escaped(t: dict, n: int = 1) -> list[int]:
+    log = Path(t["state_dir"]) / "escaped.log"
+    pids = _until(lambda: log.exists() and len(log.read_text().splitlines()) >= n and log.read_text().split())
+    assert pids, "the simulated vLLM's escaping child never started"
+    return [int(x) for x in pids]
+
+
+class _Probe(subprocess.Popen):
+    """A probe run as a command; leaving its block kills it if it still runs (a failed test leaves nothing)."""
+
+    def __exit__(self, *exc):
+        if self.poll() is None:
+            self.kill()
+        self.communicate()
+
+
+def _probe(runs: Path) -> subprocess.Popen:
+    return _Probe([sys.executable, "-m", "vrambudget.cli", "probe", *ARGS, "--vllm-cmd", " ".join(SIM),
+                             "--runs-dir", str(runs), "--poll-seconds", "0.02"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ})
+
+
+def test_a_second_sigterm_while_a_server_ignores_the_first_kills_it_at_once(truth, tmp_path):
+    t = truth(hang=True, ignore_sigterm=True, setpgid_child=True)
+    with _probe(tmp_path / "runs") as probe:
+        s, daemon = _wait_for_start(t), _escaped(t)[0]
+        probe.send_signal(signal.SIGTERM)
+        assert _until(lambda: (Path(t["state_dir"]) / "sigterm.log").exists())  # it is stopping it (grace 30 s)
+        probe.send_signal(signal.SIGTERM)
+        _, err = probe.communicate(timeout=10)
+    assert probe.returncode == 130 and "every server it started is stopped" in err and "Traceback" not in err
+    assert not running(s["pid"]) and not running(s["child"]) and not running(daemon)
+    assert _until(lambda: not _carrying(_marker()), 5), _carrying(_marker())  # the supervisor too, once done
+
+
+def test_a_probe_killed_with_sigkill_leaves_nothing_it_started(truth, tmp_path):
+    t = truth(hang=True, setsid_child=True)
+    # not the probe's: the same environment, another probe's tag; it must survive
+    stranger = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                                env={**os.environ, reaper.VAR: "0123456789abcdef.1"})
+    try:
+        with _probe(tmp_path / "runs") as probe:
+            s, daemon = _wait_for_start(t), _escaped(t)[0]
+            probe.kill()
+        assert _until(lambda: _carrying(_marker()) == {stranger.pid}, 10), _carrying(_marker())
+        assert not running(s["pid"]) and not running(s["child"]) and not running(daemon)
+        assert stranger.poll() is None
+    finally:
+        stranger.kill()
+        stranger.wait()
+
+
+def test_children_that_left_the_process_group_are_stopped_with_their_server(truth, tmp_path):
+    t = truth(hang=True, ignore_sigterm=True, setsid_child=True, setpgid_child=True)
+    srv = ServerProcess([*SIM, "qwen3.5-9b"], tmp_path / "startup-01.log", free_port(), poll=0.02)
+    srv.start()
+    s, daemons = _wait_for_start(t), _escaped(t, 2)
+    assert all(os.getpgid(d) != srv.pid for d in daemons)  # killpg misses them
+    srv.stop(grace=0.2)  # SIGTERM ignored: SIGKILL after 0.2 s, to every process of the tree
+    assert not running(s["pid"]) and not running(s["child"]) and not any(map(running, daemons))
+    assert _until(lambda: not _carrying(_marker()), 5), _carrying(_marker())
+
+
+BLOCKER = ("import sys, time, signal; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('READY 1 2', flush=True); "
+           "time.sleep(60)")  # deaf to SIGTERM and to its stdin closing
+
+
+def test_the_blocker_ends_when_the_probe_is_killed(tmp_path):
+    """A blocker that ignores SIGTERM and its stdin closing: the supervisor SIGKILLs it after its grace."""
+    driver = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\nfrom vrambudget.probe import reaper\n"
+         "from vrambudget.probe.server import MemoryBlocker\nreaper.shared().grace = 0.2\n"
+         "b = MemoryBlocker(0, [sys.executable, '-c', sys.argv[1]])\nb.start()\nprint(b.pid, flush=True)\n"
+         "time.sleep(60)", BLOCKER], stdout=subprocess.PIPE, text=True)
+    pid = int(driver.stdout.readline())
+    assert running(pid)
+    driver.kill()
+    driver.communicate(timeout=5)
+    assert _until(lambda: not running(pid), 5)
+
+
+def test_the_blocker_is_killed_by_its_own_stop():
+    b = MemoryBlocker(0, [sys.executable, "-c", BLOCKER])
+    b.start()
+    pid = b.pid
+    b.stop(grace=0.2)
+    assert not running(pid)

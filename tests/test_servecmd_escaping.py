@@ -1,6 +1,8 @@
 """serve-cmd writes files other programs execute (issue 36): every value survives each format's own reading
 rules (shell: shlex; systemd: systemd.syntax(7) quoting, C escapes, % specifiers and $ variables; compose: YAML,
-then compose's $ interpolation), and what no format can hold (a newline) is refused in one line."""
+then compose's $ interpolation), and what no format can hold (a newline) is refused in one line. A local path is
+absolute in every format (kept as given where it already is) and mounted into the compose container; a served
+name beginning with '-' is joined to its option with '=' (test_servecmd_hostile.py: what vLLM's parser reads)."""
 
 import re
 import shlex
@@ -46,15 +48,34 @@ def systemd_words(line: str) -> list[str]:
     return words
 
 
+def _compose_value(x: str) -> str:
+    assert "$" not in x.replace("$$", ""), f"compose would interpolate {x!r}"
+    return x.replace("$$", "$")
+
+
 def compose_command(text: str) -> list[str]:
-    items = yaml.safe_load(text)["services"]["vllm"]["command"]
-    for x in items:
-        assert "$" not in x.replace("$$", ""), f"compose would interpolate {x!r}"
-    return [x.replace("$$", "$") for x in items]
+    return [_compose_value(x) for x in yaml.safe_load(text)["services"]["vllm"]["command"]]
+
+
+def compose_mounts(text: str) -> dict[str, str]:
+    """The bind mounts of the service: path inside the container -> host path (compose's $$ undone)."""
+    vols = yaml.safe_load(text)["services"]["vllm"]["volumes"]
+    return {_compose_value(v["target"]): _compose_value(v["source"]) for v in vols if isinstance(v, dict)}
+
+
+def served_name(words: list[str]) -> str:
+    """--served-model-name's value, given as the next word or joined with '='."""
+    for i, w in enumerate(words):
+        if w == "--served-model-name":
+            return words[i + 1]
+        if w.startswith("--served-model-name="):
+            return w.split("=", 1)[1]
+    raise AssertionError(f"no --served-model-name in {words}")
 
 
 def render(fmt: str, checkpoint: str, served: str) -> str:
-    r = CliRunner().invoke(app, [*BASE, "--format", fmt, "--checkpoint", checkpoint, "--served-model-name", served])
+    r = CliRunner().invoke(app, [*BASE, "--format", fmt, f"--checkpoint={checkpoint}", f"--served-model-name={served}",
+                                 *(["--vllm-bin", "/opt/vllm env/bin/vllm"] if fmt == "systemd" else [])])
     assert r.exit_code == 0, r.output
     return r.stdout
 
@@ -63,32 +84,40 @@ NASTY = ["/models/a b/c", "/m/$HOME/x", "/m/100%/x", "/m/it's", '/m/"q"', "/m/ba
          "/m/`id`;rm -rf /", "/m/ünïcødé"]
 
 
-@pytest.mark.parametrize("value", NASTY)
-def test_every_format_reads_back_exactly_what_was_given(value):
-    sh = shlex.split(render("shell", value, value))
-    assert sh[2] == value and sh[sh.index("--served-model-name") + 1] == value
-    unit = render("systemd", value, value)
+def check_reads_back(path: str, name: str) -> None:
+    """A checkpoint folder (absolute) and a served name come back exactly from every format."""
+    sh = shlex.split(render("shell", path, name))
+    assert sh[:3] == ["vllm", "serve", path] and served_name(sh) == name
+    unit = render("systemd", path, name)
     exec_line = next(x for x in unit.splitlines() if x.startswith("ExecStart="))
     words = systemd_words(exec_line[len("ExecStart="):])
-    assert words[3] == value and words[words.index("--served-model-name") + 1] == value
+    assert words[:3] == ["/opt/vllm env/bin/vllm", "serve", path] and served_name(words) == name
     desc = next(x for x in unit.splitlines() if x.startswith("Description="))
-    assert "%" not in desc.replace("%%", "") and "$" not in desc.replace("$$", "")
-    cmd = compose_command(render("compose", value, value))
-    assert cmd[0] == value and cmd[cmd.index("--served-model-name") + 1] == value
+    assert "%" not in desc.replace("%%", "") and path in desc.replace("%%", "%")  # Description expands no $
+    text = render("compose", path, name)
+    cmd = compose_command(text)
+    assert compose_mounts(text)[cmd[0]] == path and served_name(cmd) == name  # mounted, named inside the container
+
+
+@pytest.mark.parametrize("value", NASTY)
+def test_every_format_reads_back_exactly_what_was_given(value):
+    check_reads_back(value, value)
 
 
 @given(st.text(st.characters(blacklist_categories=("Cc", "Cs", "Zl", "Zp")), min_size=1, max_size=40))
 @settings(max_examples=30, deadline=None)
 def test_generated_values_read_back_in_every_format(value):
-    # typer reads an option value starting with "-" as a flag: that is click's rule, not ours
-    if value.startswith("-") or not value.isprintable():
+    if not value.isprintable() or not value.strip():  # refused in one line (test below)
         return
-    test_every_format_reads_back_exactly_what_was_given(value)
+    check_reads_back("/m/" + value, value)  # a served name beginning with '-' too: joined with '='
 
 
 @pytest.mark.parametrize("args, words", [
     (["--checkpoint", "/m/a\nExecStartPre=/bin/sh -c evil"], ("--checkpoint", "control characters")),
     (["--served-model-name", "x\ry"], ("--served-model-name", "control characters")),
+    (["--served-model-name", " "], ("--served-model-name", "empty")),
+    (["--checkpoint", "/m/a\u2028b"], ("--checkpoint", "control characters")),
+    (["--format", "systemd", "--vllm-bin", "/opt/v\nExecStartPre=/bin/evil"], ("--vllm-bin", "control characters")),
     (["--format", "systemd", "--user", "root\nExecStartPre=/bin/evil"], ("--user",)),
     (["--margin=-5%"], ("--margin", "from 0 to 100")),
     (["--margin", "inf%"], ("--margin",)),

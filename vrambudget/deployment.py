@@ -67,6 +67,9 @@ class Flags:
     gdn_prefill_backend: str | None = None  # vLLM's --gdn-prefill-backend (None: FlashInfer on Hopper, Triton elsewhere)
     draft_model: str | None = None  # an external drafter (DFlash): bundled name or a folder with its config.json
     lora: LoraSlots | None = None  # --enable-lora with its --max-loras / --max-lora-rank (None: no LoRA)
+    # ngram's n-gram lengths as given in the speculative config (None: not given, vLLM's default)
+    prompt_lookup_min: int | None = None
+    prompt_lookup_max: int | None = None
 
 
 SPEC_METHODS = ("mtp", "ngram", "dflash")
@@ -91,7 +94,44 @@ def parse_speculative_config(text: str) -> tuple[str, int, str | None]:
         raise UserError(f"--speculative-config: num_speculative_tokens {k!r} is not a whole number from 1 to 64")
     if model is not None and not isinstance(model, str):
         raise UserError(f"--speculative-config: model {model!r} is not a name or a folder")
+    ngram_lookup(cfg)  # refused here, in one line, rather than by vLLM at start
     return cfg["method"], k, model or None
+
+
+def ngram_lookup(cfg: Any, what: str = "--speculative-config") -> dict[str, int]:
+    """The speculative config's prompt_lookup_min / prompt_lookup_max (ngram's n-gram lengths) where given, as Flags
+    fields; `cfg` is the JSON text or its dict. vLLM (config/speculative.py) takes whole numbers >= 1, min <= max."""
+    if isinstance(cfg, str):
+        from .inputs import loads
+
+        cfg = loads(cfg, what)
+    if not isinstance(cfg, dict):
+        return {}
+    out: dict[str, int] = {}
+    for key in ("prompt_lookup_min", "prompt_lookup_max"):
+        v = cfg.get(key)
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 65536:
+            raise UserError(f"{what}: {key} {str(v)[:20]!r} is not a whole number from 1 to 65536")
+        out[key] = v
+    if out.get("prompt_lookup_min", 0) > out.get("prompt_lookup_max", 65536):
+        raise UserError(f"{what}: prompt_lookup_min {out['prompt_lookup_min']} is above prompt_lookup_max "
+                        f"{out['prompt_lookup_max']}, which vLLM refuses")
+    return out
+
+
+def drafter_reference(ref: str) -> str | None:
+    """What vLLM's speculative config names for a local drafter: its folder (a config.json given: the folder that
+    holds it), absolute, as `load_drafter` found it; None for a bundled drafter (its name is kept)."""
+    import os
+
+    from .model.drafter import bundled_drafters
+
+    if ref in bundled_drafters():
+        return None
+    path = os.path.expanduser(ref)
+    return os.path.abspath(path if os.path.isdir(path) else os.path.dirname(path) or ".")
 
 
 @dataclass(frozen=True)
@@ -140,6 +180,9 @@ class Deployment:
     gpus: tuple = ()  # the cards as listed in --gpu (one: every rank alike)
     pp_partition: str | None = None  # VLLM_PP_LAYER_PARTITION as vLLM reads it ('12,20'); None: vLLM's even split
     nodes: int = 1  # hosts the workers are spread over (vLLM's --nnodes)
+    draft_model: str | None = None  # a local drafter's folder, absolute, as the speculative config names it
+    prompt_lookup_min: int | None = None  # ngram's n-gram lengths where given (Flags)
+    prompt_lookup_max: int | None = None
 
     @property
     def version_label(self) -> str:
@@ -184,9 +227,12 @@ class Deployment:
         if not self.spec_tokens:
             return None
         cfg: dict[str, Any] = {"method": self.speculative_method}
-        if self.drafter is not None:
-            cfg["model"] = self.drafter.name
+        if self.drafter is not None:  # a local drafter by its folder (vLLM loads that), a bundled one by its name
+            cfg["model"] = self.draft_model or self.drafter.name
         cfg["num_speculative_tokens"] = self.spec_tokens
+        for key in ("prompt_lookup_min", "prompt_lookup_max"):  # ngram's, kept where given
+            if getattr(self, key) is not None:
+                cfg[key] = getattr(self, key)
         return json.dumps(cfg, separators=(",", ":"))
 
     @property
@@ -306,7 +352,7 @@ def resolve(model: ModelSource, gpu: GPU, rules: VllmRules, flags: Flags) -> Dep
         raise UserError(f"{a.name} has no MTP head (mtp_num_hidden_layers = 0); drop --mtp")
     if k and flags.speculative_method not in SPEC_METHODS:
         raise UserError(f"speculative method {flags.speculative_method!r} is not modelled ({', '.join(SPEC_METHODS)})")
-    drafter = None
+    drafter = draft_ref = None
     if k and flags.speculative_method == "dflash":
         from .model.drafter import bundled_drafters, load_drafter
 
@@ -314,6 +360,7 @@ def resolve(model: ModelSource, gpu: GPU, rules: VllmRules, flags: Flags) -> Dep
             raise UserError("speculative method 'dflash' needs its drafter: add \"model\": NAME or a folder with its "
                             f"config.json to the speculative config (bundled: {', '.join(bundled_drafters())})")
         drafter = load_drafter(flags.draft_model)
+        draft_ref = drafter_reference(flags.draft_model)
     # vLLM reads the total through NVML for its batch defaults: a card NVML gives none for (GB10) gets the small ones
     big = (gpu.nvml_memory and gpu.total_bytes >= rules.big_gpu_threshold_gib * GiB
            and "A100" not in gpu.name.upper())
@@ -375,4 +422,5 @@ def resolve(model: ModelSource, gpu: GPU, rules: VllmRules, flags: Flags) -> Dep
                       free_at_start_bytes=flags.free_at_start_bytes, expandable_segments=flags.expandable_segments,
                       flashinfer_workspace_bytes=flags.flashinfer_workspace_bytes, dtype_flag=flags.dtype.lower(),
                       lora=flags.lora, max_num_seqs_given=flags.max_num_seqs is not None,
-                      gdn_prefill_backend=flags.gdn_prefill_backend)
+                      gdn_prefill_backend=flags.gdn_prefill_backend, draft_model=draft_ref,
+                      prompt_lookup_min=flags.prompt_lookup_min, prompt_lookup_max=flags.prompt_lookup_max)

@@ -250,6 +250,8 @@ def cross_check(facts: LogFacts, d: Deployment, flags_given: dict | None = None,
     flag the log lacks): each a warning naming the figure and the flag that would fix it."""
     out: list[str] = []
     given = flags_given or {}
+    if facts.cut_last_line:
+        out.append(f"the log ends mid-line ({facts.cut_last_line[-60:]!r}, no newline): that line is not read")
     if not facts.args_line:
         out.append("the log has no 'non-default args' line: its flags are taken as vLLM's defaults (GMU "
                    f"{d.gmu:.2f}, TP {d.tp}, max_model_len {d.max_model_len:,}) unless you pass them (--gmu, -tp, "

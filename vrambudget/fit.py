@@ -34,6 +34,8 @@ class Sample:
     cuda_context_gib: float | None
     runtime_growth_bytes: int | None = None
     prompt_tokens: int = 0  # of the verify request that measured runtime_growth_bytes
+    gpu: str | None = None  # the card it ran on (a record's gpu_key, a log's GPU): one profile is one card's
+    simulated: bool = False  # a smaller card simulated on a bigger GPU: its 'context' holds the blocker's memory
 
 
 _FACT_KEYS = ("weights_gib", "activation_gib", "non_torch_gib", "cudagraph_estimate_gib", "available_kv_gib",
@@ -74,7 +76,39 @@ def sample_from_record(rec: dict[str, Any], where: str = "a record") -> Sample |
     if feats is None:
         raise UserError(f"{where}: a startup record whose features or facts vrambudget cannot read (a figure of the "
                         "wrong type or out of range); was it written by `vrambudget probe`? remove that line")
-    return Sample(str(rec.get("log", "record")), feats, *(fx.get(k) for k in _FACT_KEYS))
+    inputs = rec.get("inputs") if isinstance(rec.get("inputs"), dict) else {}
+    total = inputs.get("gpu_total_bytes")
+    total_gib = total / GiB if isinstance(total, int) and not isinstance(total, bool) and total > 0 else None
+    sample = Sample(str(rec.get("log", "record")), feats, *(fx.get(k) for k in _FACT_KEYS),
+                    gpu=next((v for v in (rec.get("gpu_name"), rec.get("gpu_key")) if isinstance(v, str) and v
+                              and v != "auto"), None),
+                    simulated=bool(rec.get("simulated")))
+    check_physical(sample, total_gib, where)
+    return sample
+
+
+# what a CUDA context (and what else sits before vLLM's first snapshot) can hold on a card running vLLM alone
+CONTEXT_LIMIT_GIB = 8.0
+
+
+def check_physical(s: Sample, total_gib: float | None, where: str) -> None:
+    """A startup's figures against what its card can hold: each term from 0 to the card's memory (what stayed beyond
+    the weights a little below 0 at most, the log's rounding), the KV memory within +-the card, the CUDA context
+    below CONTEXT_LIMIT_GIB (a simulated card's is the blocker's too and is not fitted), the budget no more than the
+    card. One line naming the figure, where one is not."""
+    total = total_gib if total_gib is not None else (s.f.requested_bytes / GiB or None)
+    if total is None:
+        return
+    checks = [("weights", s.weights_gib, 0.0, total), ("activation peak", s.activation_gib, 0.0, total),
+              ("non-torch memory", s.non_torch_gib, -0.05, total), ("CUDA graph estimate", s.cudagraph_gib, 0.0, total),
+              ("available KV memory", s.available_kv_gib, -total, total),
+              ("budget", s.f.requested_bytes / GiB, 0.0, total * 1.0001 + 0.01)]
+    if not s.simulated:
+        checks.append(("CUDA context", s.cuda_context_gib, 0.0, min(CONTEXT_LIMIT_GIB, total)))
+    for name, value, low, high in checks:
+        if value is not None and not low <= value <= high:
+            raise UserError(f"{where}: its {name} is {value:.4g} GiB, not what a card of {total:.2f} GiB can hold "
+                            f"({low:g} to {high:.2f}); remove that record or log")
 
 
 def sample_from_log(path: Path, model: str | None = None) -> Sample:
@@ -83,8 +117,10 @@ def sample_from_log(path: Path, model: str | None = None) -> Sample:
 
     facts = require_vllm(parse_log(read_text(path)), str(path))
     d = deployment_from_log(facts, model)
-    return Sample(str(path), features(d), facts.weights_gib, facts.activation_gib, facts.non_torch_gib,
-                  facts.cudagraph_estimate_gib, facts.available_kv_gib, facts.cuda_context_gib)
+    s = Sample(str(path), features(d), facts.weights_gib, facts.activation_gib, facts.non_torch_gib,
+               facts.cudagraph_estimate_gib, facts.available_kv_gib, facts.cuda_context_gib, gpu=d.gpu.name)
+    check_physical(s, d.gpu.total_gib, str(path))
+    return s
 
 
 def _records(path: Path) -> list[Sample]:
@@ -146,6 +182,10 @@ def load_samples(paths: list[Path], model: str | None = None) -> list[Sample]:
     if not out:
         raise UserError(f"{', '.join(map(str, paths))}: no started vLLM startup (a probe record with outcome "
                         "'started', or a startup log): nothing to fit")
+    cards = sorted({s.gpu for s in out if s.gpu})
+    if len(cards) > 1:  # a profile is one card's: another card's figures would move this one's coefficients
+        raise UserError(f"startups of {len(cards)} cards ({', '.join(cards[:4])}): fit one card's records or logs at a "
+                        "time (each gets its own profile)")
     return out
 
 
@@ -184,7 +224,8 @@ def fit(samples: list[Sample], base: Coefficients) -> FitResult:
         vals = [s.non_torch_gib * GiB for s in samples if s.non_torch_gib is not None and s.f.eager == eager]
         if vals:
             put(name, statistics.mean(vals), f"{len(vals)} logged non-torch increases")
-    ctx = [s.cuda_context_gib * GiB for s in samples if s.cuda_context_gib is not None]
+    # a simulated card's 'context' is the real GPU's total less what the blocker left: not a context
+    ctx = [s.cuda_context_gib * GiB for s in samples if s.cuda_context_gib is not None and not s.simulated]
     if ctx:
         put("cuda_context_bytes", statistics.mean(ctx), f"{len(ctx)} worker init snapshots")
     # eager activation: base + per token x width + sampler; the full model only if 3+ distinct points
@@ -259,19 +300,13 @@ def fit_and_write(paths: list[str], version: str, gpu_key: str | None, model_ref
     """Refit from `paths` (records and/or logs) and write the profile atomically where `predict` reads it (or
     `out`). A profile already there is merged (what this fit did not refit is kept) and kept as *.previous.json."""
     from . import coefficients as cf
-    from .profiles import read_json, write_json_atomic
+    from .profiles import write_profile
 
     samples = load_samples([Path(p) for p in paths], None)
     res = fit(samples, cf.load(version, gpu_key, model_ref))
     dest = Path(out) if out else cf.fitted_profile_path(gpu_key or "any", model_ref, version)
     data = profile_json(res, version, gpu_key, model_ref, [str(p) for p in paths])
-    if dest.is_file():
-        old = read_json(dest)
-        write_json_atomic(dest.with_name(dest.stem + ".previous.json"), old)
-        data["coefficients"] = {**old.get("coefficients", {}), **data["coefficients"]}
-        data["fitted_from"] = old.get("fitted_from", []) + [f for f in data["fitted_from"]
-                                                            if f not in old.get("fitted_from", [])]
-    write_json_atomic(dest, data)
+    write_profile(dest, data, "--out" if out else None)  # merged under a lock: concurrent fits lose nothing
     return res, dest
 
 

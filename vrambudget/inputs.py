@@ -147,9 +147,12 @@ def check_name(value: str, what: str) -> str:
     return value
 
 
+SECONDS_LIMIT = 30 * 24 * 3600  # no startup, request or poll waits longer; time.sleep overflows far above
+
+
 def positive_seconds(value: float, what: str, *, allow_zero: bool = False) -> float:
     """A time option: a finite number of seconds above zero (or zero where that means 'off')."""
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value < 0 or (
-            value == 0 and not allow_zero):
-        raise UserError(f"{what} {value!r}: give a number of seconds above 0")
+            value == 0 and not allow_zero) or value > SECONDS_LIMIT:
+        raise UserError(f"{what} {value!r}: give a number of seconds above 0, at most {SECONDS_LIMIT:,} (30 days)")
     return float(value)

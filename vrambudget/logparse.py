@@ -4,6 +4,7 @@ figure it prints, and how it ended. Pure text parsing; tested on real logs."""
 from __future__ import annotations
 
 import ast
+import math
 import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -15,6 +16,20 @@ _NUM = r"([0-9][0-9,]*\.?[0-9]*)"
 
 def _f(s: str) -> float:
     return float(s.replace(",", ""))
+
+
+# a figure a vLLM log states (GiB, tokens, seconds) past this is no machine's: the log is damaged or edited
+FIGURE_LIMIT = 1e15
+
+
+def _check_figures(f: "LogFacts") -> None:
+    """Every figure read from the log finite and within any machine's, else one line (a 400-digit 'Available KV
+    cache memory' would be Infinity in --json and in every sum)."""
+    for name, value in asdict(f).items():
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and (
+                not math.isfinite(value) or abs(value) > FIGURE_LIMIT):
+            raise UserError(f"the log states an impossible {name.removesuffix('_gib')} ({str(value)[:20]}): the "
+                            "log is damaged or edited")
 
 
 ENUM_REPR = re.compile(r"<[\w.]+: ([^<>]+)>")  # how vLLM prints an enum value in its args: <Name.MEMBER: value>
@@ -182,6 +197,7 @@ class LogFacts:
     wsl: bool = False  # vLLM ran under WSL 2 ('Using pin_memory=False as WSL is detected')
     estimated_max_model_len: int | None = None
     needed_kv_gib: float | None = None
+    cut_last_line: str | None = None  # the last line, where the log ends without a newline (not read: cut mid-line)
     mamba_blocks: int | None = None  # the blocks vLLM's Mamba-block check found too few for max_num_seqs
     workers: int = 0  # distinct worker processes named in line prefixes ((Worker_TP1 pid=..)); 0: one process
     args_line: bool = False  # the log has vLLM's 'non-default args' line (else its flags are not known)
@@ -204,6 +220,8 @@ def require_vllm(f: LogFacts, name: str) -> LogFacts:
 
 
 _WORKER = re.compile(r"\((Worker(?:_[A-Z]+\d+)+) pid=\d+\)")
+# one per server (an engine per data-parallel rank: EngineCore_DP1); workers are several and come and go
+_PROCESS = re.compile(r"\((APIServer|EngineCore(?:_[A-Z]+\d+)*) pid=(\d+)\)")
 _ARGS_START = "non-default args:"
 _BOOT_START = re.compile(r"vLLM (?:API )?server version|non-default args: \{|Initializing an? (?:V[01] )?LLM engine \(v")
 
@@ -264,7 +282,10 @@ def split_startups(text: str) -> list[str]:
         elif PATTERNS["weights"].search(line) or PATTERNS["available_kv"].search(line) or READY.search(line):
             seen_figures = True
         boots[-1].append(line)
-    return ["\n".join(b) for b in boots if any(x.strip() for x in b)]
+    kept = [b for b in boots if any(x.strip() for x in b)]
+    # every boot but the last ended at a line break; the last ends as the log does (cut mid-line or not)
+    end = "\n" if text.endswith(("\n", "\r")) else ""
+    return ["\n".join(b) + ("\n" if i < len(kept) - 1 else end) for i, b in enumerate(kept)]
 
 
 def parse_log(text: str) -> LogFacts:
@@ -278,7 +299,22 @@ def parse_log(text: str) -> LogFacts:
     compiled_up_to: int | None = None  # the engine config's largest compile range endpoint
     cg_gmu: tuple[float, float] | None = None  # the GMU and the GMU the CUDA-graph estimate leaves (0.21+)
     usage_peak: float | None = None  # 0.27+'s 'peak activation': the transient peak + the CUDA-graph estimate
-    for line in rejoin_wrapped(text.splitlines()):
+    lines = rejoin_wrapped(text.splitlines())
+    if lines and not text.endswith(("\n", "\r")) and lines[-1].rstrip()[-1:].isdigit() and ANY_PATTERN.search(lines[-1]):
+        # a figure line cut mid-line ('... maximum model length is 3' of 35904): its figure may be cut short
+        f.cut_last_line = lines.pop()[-120:]
+    last_pid: dict[str, str] = {}
+    left: dict[str, set[str]] = {}
+    for line in lines:
+        proc = _PROCESS.search(line)
+        if proc:  # two servers writing into one log (docker compose logs of two services): no boot to read
+            role, pid = proc.groups()
+            if last_pid.get(role, pid) != pid:
+                left.setdefault(role, set()).add(last_pid[role])
+                if pid in left[role]:
+                    raise UserError(f"the log interleaves two vLLM servers ({role} pids {last_pid[role]} and {pid}):"
+                                    f" give one server's log (e.g. its lines with 'pid={pid}')")
+            last_pid[role] = pid
         w = _WORKER.search(line)
         if w:
             workers.add(w.group(1))
@@ -414,6 +450,7 @@ def parse_log(text: str) -> LogFacts:
         # (gpu_worker.py peak_activation_memory = headroom + the estimate applied): the peak alone
         f.activation_gib = round(usage_peak - (f.cudagraph_estimate_gib or 0.0), 2)
     f.workers = len(workers)
+    _check_figures(f)
     f.outcome = _outcome(f, milestones, oom_at, crash_line)
     if f.outcome == "crashed" and not f.error:
         f.error = crash_line
@@ -515,6 +552,9 @@ def _flags_from_args(args: dict[str, Any]) -> dict[str, Any]:
         out["num_speculative_tokens"] = _count(spec.get("num_speculative_tokens", 1))
         if spec.get("model"):
             out["draft_model"] = str(spec["model"])
+        from .deployment import ngram_lookup
+
+        out.update(ngram_lookup(spec, "the log's speculative_config"))  # ngram's prompt_lookup_min / _max
     if str(args.get("gdn_prefill_backend", "")).lower() in ("triton", "flashinfer"):
         out["gdn_prefill_backend"] = str(args["gdn_prefill_backend"]).lower()
     for k in ("max_num_seqs", "max_num_batched_tokens", "tensor_parallel_size"):

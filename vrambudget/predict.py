@@ -183,6 +183,18 @@ def min_gmu_for_bytes(d: Deployment, non_kv: int, kv_needed: int) -> float | Non
     return None
 
 
+def free_memory_check(d: Deployment, b: Budget) -> StartCheck:
+    """vLLM's first check (v1/worker/utils.py, 0.20-0.33: the free memory at its first snapshot against
+    ceil(total x GMU)), failing: the message it prints with the predicted figures, and the GMU that passes."""
+    g = max_gmu_for_free(d, b)
+    message = (f"Free memory on device ({b.free_at_start_bytes / GiB:.2f}/{d.gpu.total_gib:.2f} GiB) on startup is "
+               f"less than desired GPU memory utilization ({d.gmu}, {b.requested_bytes / GiB:.2f} GiB). Decrease GPU "
+               "memory utilization or reduce GPU memory used by other processes.")
+    return StartCheck("free_memory_below_budget", False, b.requested_bytes, b.free_at_start_bytes, message,
+                      f"--gpu-memory-utilization {g:.2f} or lower (the CUDA context and other processes sit outside "
+                      "the budget), or free the GPU", "vllm/v1/worker/utils.py request_memory (0.20.2-0.33.0)")
+
+
 def max_gmu_for_free(d: Deployment, b: Budget) -> float:
     """Largest GMU (0.01 steps) that the free memory at start allows."""
     return math.floor(b.free_at_start_bytes / d.gpu.total_bytes * 100) / 100
@@ -250,15 +262,19 @@ def predict(d: Deployment, c: Coefficients, w: WeightBytes | None = None,
     reasons: list[str] = []
     warnings: list[str] = []
     estimated = estimated_terms(d, b, c)
+    certain_short = False
     if not b.startup_memory_ok:
         short = b.requested_bytes - b.free_at_start_bytes
-        certain = b.free_at_start_measured or d.gpu.total_bytes - d.other_gpu_bytes - d.gpu.used_bytes < b.requested_bytes
+        # certain where the free memory was measured, where even no context would not leave the budget, or where
+        # the context estimate's own spread (how much smaller it may be) cannot make up the shortfall
+        smaller_by = -(b.cuda_context.low or 0) if b.cuda_context.low is not None else None
+        certain = certain_short = (b.free_at_start_measured or d.gpu.total_bytes - d.other_gpu_bytes
+                                   - d.gpu.used_bytes < b.requested_bytes
+                                   or (smaller_by is not None and short > smaller_by))
         text = (f"free memory at start ({_gib(b.free_at_start_bytes)} of {_gib(d.gpu.total_bytes)}, after a "
                 f"{'measured' if b.cuda_context.measured else 'estimated'} CUDA context of {_gib(b.cuda_context_bytes)}) "
                 f"is {_gib(short)} less than the GMU {d.gmu:.2f} budget ({_gib(b.requested_bytes)})")
-        if certain:
-            reasons.append(f"{text}: lower --gpu-memory-utilization to {max_gmu_for_free(d, b):.2f} or free the GPU")
-        else:
+        if not certain:
             warnings.append(f"{text}; the context is an estimate ({b.cuda_context.source.split(';')[0]}), so vLLM may "
                             f"still start if it is {_gib(short)} smaller: check with --gpu auto on the card, or lower "
                             f"--gpu-memory-utilization to {max_gmu_for_free(d, b):.2f} to be sure")
@@ -291,6 +307,8 @@ def predict(d: Deployment, c: Coefficients, w: WeightBytes | None = None,
                        f"and the profile peak released, less what the runner keeps): allocating the KV cache runs out of memory; pass "
                        f"--max-model-len {table_ceiling} or fewer --max-num-seqs")
     checks = [_with_fix(chk, d, c, w) for chk in start_checks(d, plan, graph_mode(d, b))]
+    if not b.startup_memory_ok and certain_short:
+        checks.append(free_memory_check(d, b))
     reasons[:0] = [chk.text for chk in checks if not chk.passes]  # vLLM refuses these at any length: first
     autotune = d.enforce_eager and flashinfer_autotunes(d.gpu).value  # a full-size forward after the KV cache
     warm_up = eager_warmup_bytes(mlp_width(d.model.arch), d.max_num_batched_tokens, d.tp) if autotune else 0
@@ -398,7 +416,7 @@ def kv_only(d: Deployment, available_kv_gib: float) -> dict[str, Any]:
     skipping the budget: block size, padding, blocks, KV cache tokens, concurrency and the auto-fit ceiling."""
     from .errors import UserError
 
-    if not available_kv_gib > 0:
+    if not 0 < available_kv_gib <= 1 << 20:  # also NaN and infinity
         raise UserError(f"--available-kv-gib must be a positive size in GiB (as a log's 'Available KV cache "
                         f"memory' line gives it), got {available_kv_gib}")
     lay = layout_for(d)
@@ -534,7 +552,15 @@ def answer(d: Deployment, c: Coefficients, w: WeightBytes | None = None, prompt_
                    predict(d.with_(compile_cache="warm" if again == "warm-jit" else "warm-jit"), c, w, prompt_tokens)
                    if other else None)
     seqs = seqs_that_start([a.first_boot, a.restart])
-    if fix and seqs is not None:
+    short = next((chk for p in (a.first_boot, a.restart) for chk in p.refusals
+                  if chk.check == "free_memory_below_budget"), None)
+    if fix and short is not None:  # vLLM refuses the budget itself: the same at the GMU the free memory allows
+        g = max_gmu_for_free(d, a.restart.budget)
+        if g >= 0.01:
+            fixed_d = d.with_(gmu=g, defaults=tuple(x for x in d.defaults if not x.startswith("GMU ")) +
+                              (f"GMU {g:.2f} (the fix)",))
+            a = replace(a, fixed=answer(fixed_d, c, w, prompt_tokens, other, fix=True))
+    elif fix and seqs is not None:
         note = f"max_num_seqs {seqs} (the fix)"
         fixed_d = d.with_(max_num_seqs=seqs, max_num_seqs_given=True,
                           defaults=tuple(x for x in d.defaults if not x.startswith("max_num_seqs ")) + (note,))
@@ -554,6 +580,7 @@ def answer_json(a: Answer) -> dict[str, Any]:
            "start_refusals": [chk.to_json() for chk in a.refusals]}
     if a.fixed is not None:
         out["with_fix"] = {"max_num_seqs": a.fixed.restart.deployment.max_num_seqs,
+                           "gpu_memory_utilization": a.fixed.restart.deployment.gmu,
                            **{k: v for k, v in answer_json(a.fixed).items() if k not in ("defaults_not_chosen",)}}
     if a.restart_other is not None:
         o = a.restart_other

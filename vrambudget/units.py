@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import math
 import re
 
-from .errors import UserError
+from .errors import UserError, shown
 
 GiB = 1 << 30
 MiB = 1 << 20
@@ -51,18 +50,23 @@ _MULT = {"b": 1, "k": 1e3, "kb": 1e3, "kib": 1 << 10, "m": 1e6, "mb": 1e6, "mib"
          "g": 1e9, "gb": 1e9, "gib": 1 << 30, "t": 1e12, "tb": 1e12, "tib": 1 << 40}
 
 
+SIZE_LIMIT = 1 << 60  # bytes: an exbibyte, past any GPU or host
+TOKEN_LIMIT = 1 << 40  # tokens: config.json's own count limit (model/config_check.COUNT_LIMIT)
+
+
 def parse_size(text: str, what: str = "memory size") -> int:
     """'23.5GiB', '24GB', '16380MiB' or a plain byte count -> bytes (a bare number above 4096 is
     bytes, below it GiB). `what` names the input in an error (e.g. '--gpu-memory')."""
     m = _SIZE.match(str(text))
     if not m:
-        raise UserError(f"{what} {text!r}: cannot read it as a memory size; write it like 23.5GiB, 24GB or 16380MiB")
+        raise UserError(f"{what} {shown(text)}: cannot read it as a memory size; write it like 23.5GiB, 24GB or 16380MiB")
     value, unit = float(m.group(1)), (m.group(2) or "").lower()
     if not value > 0:
-        raise UserError(f"{what} {text!r}: must be more than zero")
-    if not unit:
-        return int(value) if value > 4096 else int(value * GiB)
-    return int(value * _MULT[unit])
+        raise UserError(f"{what} {shown(text)}: must be more than zero")
+    size = (value if value > 4096 else value * GiB) if not unit else value * _MULT[unit]
+    if not size <= SIZE_LIMIT:  # also NaN and infinity
+        raise UserError(f"{what} {shown(text)}: more than any GPU holds (at most {SIZE_LIMIT // 2**50:,} PiB)")
+    return int(size)
 
 
 def parse_tokens(text: str, what: str = "token count") -> int:
@@ -77,7 +81,9 @@ def parse_tokens(text: str, what: str = "token count") -> int:
     try:
         value = float(t)
     except ValueError:
-        raise UserError(f"{what} {text!r}: cannot read it as tokens; write it like 32768 or 32k") from None
-    if not (value >= 1 and math.isfinite(value)):
-        raise UserError(f"{what} {text!r}: must be at least 1 token")
+        raise UserError(f"{what} {shown(text)}: cannot read it as tokens; write it like 32768 or 32k") from None
+    if not value >= 1:  # also NaN
+        raise UserError(f"{what} {shown(text)}: must be at least 1 token")
+    if not value * mult <= TOKEN_LIMIT:  # also infinity
+        raise UserError(f"{what} {shown(text)}: more tokens than any model holds (at most {TOKEN_LIMIT:,})")
     return int(value * mult)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .errors import UserError
+from .errors import UserError, shown
 
 
 @dataclass(frozen=True)
@@ -183,7 +183,7 @@ def _key(version: str) -> tuple[int, int]:
     try:
         return int(parts[0]), int(parts[1])
     except (IndexError, ValueError):
-        raise UserError(f"cannot read vLLM version {version!r}; write it like 0.20.2") from None
+        raise UserError(f"cannot read vLLM version {shown(version)}; write it like 0.20.2") from None
 
 
 # Patch releases inside a range that differ from it: (range, patches below which) -> changed fields. 0.20.0 and

@@ -374,7 +374,7 @@ def _main(argv: list[str]) -> int:
         print(f"prepared: {b['site'] if b else 'no bundle'}")
         return 0
     if what == ["cache"]:
-        return sh(f"tar -C ~ -czf $OUT/jit-cache.tgz .triton/cache .cache/flashinfer 2>/dev/null; ls -l $OUT")
+        return sh("tar -C ~ -czf $OUT/jit-cache.tgz .triton/cache .cache/flashinfer 2>/dev/null; ls -l $OUT")
     env = prepare(p)
     by_tag = {s["tag"]: s for s in p["steps"]}
     steps = [by_tag[t] for t in what] if what else p["steps"]  # the order given (a later host resumes a plan)

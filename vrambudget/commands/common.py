@@ -27,7 +27,7 @@ def run_safely(fn: Callable[[], None]) -> None:
     try:
         fn()
     except UserError as e:
-        echo(f"error: {one_line(str(e))}", err=True)
+        echo(f"error: {one_line(str(e))[:1000]}", err=True)
         raise Exit(EXIT_USAGE) from None
 
 

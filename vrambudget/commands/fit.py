@@ -30,8 +30,11 @@ def fit(records: Annotated[list[str], typer.Argument(help="Probe records (*.json
     def go() -> None:
         from ..fit import record_scope
         from ..hardware.catalog import lookup
+        from ..profiles import check_output
         from ..vllm_rules import rules_for
 
+        if out:  # before any work: a folder, a device, a pipe, a link or a read-only file is refused in one line
+            check_output(Path(out), "--out")
         scope = record_scope([Path(p) for p in records])
         version = rules_for(vllm_version or scope["vllm_version"]).version
         gpu_key = lookup(gpu).key if gpu else scope["gpu_key"]

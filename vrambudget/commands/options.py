@@ -242,7 +242,7 @@ def build(o: DeploymentOptions):
     import os
 
     from ..coefficients import load
-    from ..deployment import Flags, parse_speculative_config, resolve
+    from ..deployment import Flags, ngram_lookup, parse_speculative_config, resolve
     from ..errors import UserError
     from ..hardware import catalog
     from ..hardware.facts import known_backends
@@ -257,9 +257,10 @@ def build(o: DeploymentOptions):
             raise UserError(f"{opt.flags[0]} is empty: give a value or leave the option out")
     if o.speculative_config and o.mtp is not None:
         raise UserError("--mtp and --speculative-config both set speculative decoding: give one")
-    method, k, draft = "mtp", 0, None
+    method, k, draft, lookup = "mtp", 0, None, {}
     if o.speculative_config:
         method, k, draft = parse_speculative_config(o.speculative_config)
+        lookup = ngram_lookup(o.speculative_config)  # ngram's prompt_lookup_min / _max, kept for serve-cmd
     if o.mtp is not None:
         method, k = "mtp", o.mtp
     mml: int | None = None
@@ -287,7 +288,8 @@ def build(o: DeploymentOptions):
                   compile_cache=o.compile_cache, language_model_only=o.language_model_only,
                   other_gpu_bytes=parse_size(o.other_gpu_usage, "--other-gpu-usage") if o.other_gpu_usage else 0,
                   attention_backend=backend, gdn_prefill_backend=gdn, draft_model=draft, lora=lora,
-                  free_at_start_bytes=parse_size(o.free_memory, "--free-memory") if o.free_memory else None)
+                  free_at_start_bytes=parse_size(o.free_memory, "--free-memory") if o.free_memory else None,
+                  **lookup)
     flags = replace(flags, **environment())
     src = resolve_model(o.model)
     cards: tuple = ()

@@ -34,6 +34,12 @@ def predict(opts: DeploymentOptions, **own: Any) -> None:
 
         if available_kv_gib is not None and target_context:
             raise UserError("--available-kv-gib plans a given KV memory and --target-context finds a GMU: give one")
+        if plot:  # before any output: a folder, a device, a pipe or a link is refused in one line
+            from pathlib import Path
+
+            from ..profiles import check_output
+
+            check_output(Path(plot), "--plot")
         d, c = opts.build()
         if available_kv_gib is not None:
             res = kv_only(d, available_kv_gib)
@@ -41,6 +47,12 @@ def predict(opts: DeploymentOptions, **own: Any) -> None:
             return
         if target_context:
             tokens = parse_tokens(target_context, "--target-context")
+            if opts.max_model_len is not None and d.max_model_len != tokens:
+                raise UserError(f"--target-context {tokens:,} finds the smallest GMU for that max_model_len, "
+                                f"--max-model-len {opts.max_model_len} asks about another: give one")
+            if opts.gmu is not None:
+                raise UserError("--target-context finds the GMU itself; leave --gpu-memory-utilization out (or drop "
+                                "--target-context to check that GMU)")
             g = min_gmu_for_context(d, c, tokens)
             if json_out:
                 emit_json({"target_context": tokens, "min_gmu": g, "inputs": d.inputs()})

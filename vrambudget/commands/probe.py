@@ -79,6 +79,11 @@ def probe(opts: DeploymentOptions,
                             "use predict / serve-cmd for several hosts")
         from ..parallel import several
 
+        if target_context and max_model_len_cap:
+            raise UserError("--target-context finds the smallest GMU for one length and --max-model-len caps the "
+                            "ceiling search at a GMU: give one")
+        if target_context and opts.gmu is not None:
+            raise UserError("--target-context finds the GMU itself; leave --gpu-memory-utilization out")
         if target_context and several(d):
             raise UserError("--target-context with pipeline stages or mixed cards: its GMU search plans one budget; "
                             "probe the ceiling at a GMU (the default --bisect) instead")

@@ -25,6 +25,8 @@ def serve_cmd(opts: DeploymentOptions,
               port: Annotated[int, typer.Option("--port")] = 8000,
               served_model_name: Annotated[Optional[str], typer.Option("--served-model-name")] = None,
               user: Annotated[Optional[str], typer.Option("--user", help="systemd: run as this user.")] = None,
+              vllm_bin: Annotated[Optional[str], typer.Option("--vllm-bin", help="systemd: the vllm executable's "
+                                  "absolute path for ExecStart (default: the vllm on PATH here).")] = None,
               master_addr: Annotated[Optional[str], typer.Option("--master-addr", help="With --nodes: the head "
                                      "host's address the other hosts reach.")] = None,
               out: Annotated[Optional[str], typer.Option("--out", help="Write to this file instead of stdout.")] = None,
@@ -36,11 +38,12 @@ def serve_cmd(opts: DeploymentOptions,
         from pathlib import Path
 
         from ..output import servecmd as sc
-        from ..predict import predict as run
 
         from ..predict import fit_max_num_seqs
 
         sc.check_format(fmt)
+        if vllm_bin is not None and fmt != "systemd":
+            raise UserError("--vllm-bin sets a systemd unit's ExecStart: use it with --format systemd")
         d, c = opts.build()
         if d.nodes > 1 and fmt in ("systemd", "compose"):
             raise UserError(f"--nodes {d.nodes} --format {fmt}: one unit per host is not written; --format shell or "
@@ -67,14 +70,18 @@ def serve_cmd(opts: DeploymentOptions,
             cmd.hosts = sc.host_steps(d, cmd.argv, master_addr)
         if model.placeholder:
             notes.append(model.how)
+        if fmt == "systemd" and sc.vllm_executable(vllm_bin) is None:
+            notes.append(f"no vllm on PATH here: ExecStart holds {sc.VLLM_PLACEHOLDER}; replace it with vLLM's "
+                         "absolute path (`which vllm` where it is installed) or pass --vllm-bin")
         text = sc.render(cmd, fmt, f"vLLM {model.value} (max_model_len {mml}, GMU {d.gmu:.2f}; vrambudget)",
-                         d.rules.version, port, user)
+                         d.rules.version, port, user, vllm_bin)
         if out:
-            from ..profiles import write_text_atomic
+            from ..profiles import check_output, write_text_atomic
 
+            check_output(Path(out), "--out")  # a folder, a device, a pipe, a link: refused, --force or not
             if Path(out).exists() and not force:
                 raise UserError(f"{out} exists; pass --force to replace it")
-            write_text_atomic(Path(out), text)
+            write_text_atomic(Path(out), text, "--out")
         else:
             sys.stdout.write(text)
         for note in notes:

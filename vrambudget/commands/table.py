@@ -41,6 +41,10 @@ def table(opts: DeploymentOptions, **own: Any) -> None:
             raise UserError("need 0 < --gmu-min <= --gmu-max <= 1 and --gmu-step > 0")
         if records and not plot:
             raise UserError("--records draws probe records over the curves of --plot: add --plot FILE.png")
+        if plot:  # before any output: a folder, a device, a pipe or a link is refused in one line
+            from ..profiles import check_output
+
+            check_output(Path(plot), "--plot")
         drawn = [r for f in records or [] for r in read_jsonl(Path(f))]  # read first: a bad file prints nothing
         d, c = opts.with_(mtp=0).build()
         from ..parallel import one_budget_only

@@ -56,23 +56,75 @@ _GET_AGAIN = "download it again, or move it out of the folder to size the model 
 _BITS = {"F4": 4}  # sub-byte safetensors dtypes (packed): bits per element
 
 
+def _open_regular(path: Path, what: str) -> int:
+    """A read-only descriptor of `path` if it is a regular file (links followed), else a one-line error: a folder, a
+    named pipe (opening one for reading would wait for a writer forever: it is opened O_NONBLOCK and refused), a
+    device, a socket, a missing or unreadable file. `what` says what the file should be."""
+    try:
+        kind = _kind(os.stat(path).st_mode)
+        if kind:  # not even opened: opening a device can itself do something
+            raise UserError(f"{path} is {kind}, not {what}: move it out of the model folder")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise UserError(f"{path} does not exist (a broken link?): download it again, or move it out of the model "
+                        "folder") from None
+    except OSError as e:
+        raise UserError(f"cannot read {path}: {e.strerror or e}; make it readable, or move it out of the model "
+                        "folder") from None
+    try:
+        kind = _kind(os.fstat(fd).st_mode)  # swapped since the check above
+        if kind:
+            raise UserError(f"{path} is {kind}, not {what}: move it out of the model folder")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _kind(mode: int) -> str | None:
+    """What a file of this mode is, if not a regular file."""
+    import stat
+
+    if stat.S_ISREG(mode):
+        return None
+    return ("a folder" if stat.S_ISDIR(mode) else "a named pipe (FIFO)" if stat.S_ISFIFO(mode)
+            else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode)
+            else "not a regular file")
+
+
 def read_safetensors_header(path: Path) -> tuple[dict[str, Any], int]:
     """The JSON header of a .safetensors file (8-byte little-endian length, then JSON) and the bytes of data after
-    it. A file that is not what its header says is a one-line error naming it."""
-    size = path.stat().st_size
-    with open(path, "rb") as fh:
-        head = fh.read(8)
-        if head.startswith(b"version "):
-            raise UserError(f"{path} is a Git LFS pointer, not the weights: run `git lfs pull` in {path.parent}, or "
-                            "move it out of the folder to size the model from config.json")
-        if len(head) < 8:
-            raise UserError(f"{path} is {size} bytes, too short for a safetensors file (an interrupted download?): "
-                            + _GET_AGAIN)
-        (n,) = struct.unpack("<Q", head)
-        if n > size - 8 or n > 100_000_000:
-            raise UserError(f"{path}: its header length says {n:,} bytes but the file holds {size - 8:,} after it: "
-                            f"truncated, or not a safetensors file; {_GET_AGAIN}")
-        raw = fh.read(n)
+    it. A file that is not what its header says, or not a regular readable file (a folder, a FIFO, unreadable), is
+    a one-line error naming it."""
+    fd = _open_regular(path, "a safetensors file")
+    size = os.fstat(fd).st_size
+    try:
+        fh = os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+    with fh:
+        try:
+            return _header_of(fh, path, size)
+        except OSError as e:
+            raise UserError(f"cannot read {path}: {e.strerror or e}; {_GET_AGAIN}") from None
+
+
+def _header_of(fh: Any, path: Path, size: int) -> tuple[dict[str, Any], int]:
+    """The header and data bytes of an open safetensors file of `size` bytes."""
+    head = fh.read(8)
+    if head.startswith(b"version "):
+        raise UserError(f"{path} is a Git LFS pointer, not the weights: run `git lfs pull` in {path.parent}, or "
+                        "move it out of the folder to size the model from config.json")
+    if len(head) < 8:
+        raise UserError(f"{path} is {size} bytes, too short for a safetensors file (an interrupted download?): "
+                        + _GET_AGAIN)
+    (n,) = struct.unpack("<Q", head)
+    if n > size - 8 or n > 100_000_000:
+        raise UserError(f"{path}: its header length says {n:,} bytes but the file holds {size - 8:,} after it: "
+                        f"truncated, or not a safetensors file; {_GET_AGAIN}")
+    raw = fh.read(n)
     try:
         header = loads(raw, str(path))
     except UserError:
@@ -118,8 +170,8 @@ def _tensors_from_header(header: dict[str, Any], path: Path | str, data_bytes: i
 def _check_shards(path: Path) -> None:
     """A sharded checkpoint with some shards missing would be sized from part of its weights: say which are."""
     index = path / "model.safetensors.index.json"
-    if not index.is_file():
-        return
+    if not os.path.lexists(index):
+        return  # a folder, a FIFO or a broken link of that name: read_json says so in one line
     try:
         data = read_json(index)
     except UserError as e:
@@ -127,7 +179,18 @@ def _check_shards(path: Path) -> None:
     weight_map = data.get("weight_map") if isinstance(data, dict) else None
     if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
         raise UserError(f"{index}: weight_map is not an object of tensor -> shard file; download it again or delete it")
-    missing = sorted({v for v in weight_map.values() if not (path / v).is_file()})
+    missing = []
+    for v in sorted(set(weight_map.values())):
+        try:
+            kind = _kind(os.stat(path / v).st_mode)
+        except FileNotFoundError:
+            missing.append(v)
+            continue
+        except OSError as e:
+            raise UserError(f"cannot read {path / v}: {e.strerror or e}; make it readable, or download it again") from None
+        if kind:  # a shard that is a folder or a pipe is not a missing one: say what it is
+            raise UserError(f"{path / v} (a shard {index.name} lists) is {kind}, not a safetensors file: download it "
+                            "again, or move it out of the model folder")
     if missing and len(missing) < len(set(weight_map.values())):
         raise UserError(f"{index} lists {len(set(weight_map.values()))} shards and {len(missing)} are missing "
                         f"({missing[0]}{', ...' if len(missing) > 1 else ''}): download them all, or keep only "

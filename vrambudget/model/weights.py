@@ -124,18 +124,39 @@ class QuantScheme:
         raise UserError(f"quantization method {self.method!r} is not modelled")
 
 
+def _whole(q: dict[str, Any], *keys: str, default: int, group: bool = False) -> int:
+    """A whole number of a quantization config (the first of `keys` it has, else `default`), refused in one line
+    where vLLM could not read it; a group size is -1 (one group per output channel) or positive."""
+    key = next((k for k in keys if q.get(k) is not None), None)
+    value = q.get(key, default) if key else default
+    if isinstance(value, bool) or not isinstance(value, int) and not (isinstance(value, str) and
+                                                                      value.strip().lstrip("-").isdigit()):
+        raise UserError(f"quantization_config.{key} is {str(value)[:40]!r}, not a whole number: the checkpoint's "
+                        "config is damaged or not one vLLM loads")
+    n = int(value)
+    if group and not (n == -1 or 0 < n <= 1 << 20):
+        raise UserError(f"quantization_config.{key} is {n}: vLLM loads a group size of -1 (one group per output "
+                        "channel) or a positive number of input columns, not this")
+    if not group and not 0 < n <= 64:
+        raise UserError(f"quantization_config.{key} is {n}: not a bit width vLLM loads")
+    return n
+
+
 def scheme_from_config(q: dict[str, Any] | None) -> QuantScheme:
     """Read a config.json `quantization_config` (AWQ, GPTQ, FP8, compressed-tensors, ModelOpt)."""
-    if not q:
+    if q is None:
         return QuantScheme()
+    if not q.get("quant_method"):  # present but without its method: vLLM cannot pick a quantization to load
+        raise UserError("config.json has a quantization_config without a quant_method "
+                        f"({str(q)[:60]}): vLLM refuses to load it; fix the checkpoint's config")
     method = str(q.get("quant_method", "")).lower()
     ignore = tuple(q.get("modules_to_not_convert") or q.get("ignored_layers") or q.get("ignore")
                    or q.get("exclude_modules") or ())
     if method == "awq":
-        if int(q.get("bits", q.get("w_bit", 4))) != 4:  # vLLM's AWQConfig: "only 4-bit weight quantization"
+        if _whole(q, "bits", "w_bit", default=4) != 4:  # vLLM's AWQConfig: "only 4-bit weight quantization"
             raise UserError(f"quantization_config: AWQ with bits {q.get('bits', q.get('w_bit'))!r}; vLLM loads only "
                             "4-bit AWQ checkpoints")
-        return QuantScheme("awq", int(q.get("bits", q.get("w_bit", 4))), int(q.get("group_size", q.get("q_group_size", 128))),
+        return QuantScheme("awq", 4, _whole(q, "group_size", "q_group_size", default=128, group=True),
                            zero_point=bool(q.get("zero_point", True)), ignore=ignore)
     if method in ("gptq", "gptq_marlin", "auto-round", "auto_round", "autoround"):
         return _gptq_packed(q, ignore)
@@ -165,12 +186,12 @@ def _gptq_packed(q: dict[str, Any], ignore: tuple[str, ...]) -> QuantScheme:
     layer's name (vLLM 0.26 inc/config_parser.py)."""
     kept = []
     for key, v in (q.get("extra_config") or {}).items():
-        if isinstance(v, dict) and int(v.get("bits", 4)) >= 16:
+        if isinstance(v, dict) and _whole(v, "bits", default=4) >= 16:
             kept.append(f"re:.*{key}" if any(c in _REGEX_CHARS for c in key) else key)
     blocks = q.get("block_name_to_quantize") or q.get("to_quant_block_names") or ()
     if isinstance(blocks, str):
         blocks = blocks.split(",")
-    return QuantScheme("gptq", int(q.get("bits", 4)), int(q.get("group_size", 128)),
+    return QuantScheme("gptq", _whole(q, "bits", default=4), _whole(q, "group_size", default=128, group=True),
                        zero_point=True, symmetric=bool(q.get("sym", True)),
                        act_order=bool(q.get("desc_act", False)), ignore=ignore + tuple(kept),
                        only=tuple(b.strip() for b in blocks if b.strip()))
@@ -182,7 +203,7 @@ def _compressed_tensors(q: dict[str, Any], ignore: tuple[str, ...]) -> QuantSche
         raise UserError("compressed-tensors config without config_groups")
     w = groups[0].get("weights") or {}
     fmt = str(q.get("format", "")).lower()
-    bits, kind = int(w.get("num_bits", 8)), str(w.get("type", "int"))
+    bits, kind = _whole(w, "num_bits", default=8), str(w.get("type", "int"))
     targets = groups[0].get("targets") or []
     lm_head = any("lm_head" in str(t) for t in targets)
     if "nvfp4" in fmt or (kind == "float" and bits == 4):
@@ -193,7 +214,7 @@ def _compressed_tensors(q: dict[str, Any], ignore: tuple[str, ...]) -> QuantSche
         return QuantScheme("fp8", 8, group_size=-2 if strategy == "channel" else -1,
                            fp8_block=tuple(block) if block else None, ignore=ignore, quantize_lm_head=lm_head)
     strategy = str(w.get("strategy", "group"))
-    group = int(w.get("group_size") or 128) if strategy == "group" else -1
+    group = _whole(w, "group_size", default=128, group=True) if strategy == "group" else -1
     return QuantScheme("int-pack", bits, group, zero_point=not w.get("symmetric", True),
                        act_order=bool(w.get("actorder")) and w.get("actorder") != "weight",
                        ignore=ignore, quantize_lm_head=lm_head)

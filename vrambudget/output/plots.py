@@ -85,10 +85,29 @@ def probe_points(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
              "ok": r["outcome"] == "started"} for r in records if r.get("kind") != "verify" and "inputs" in r]
 
 
-def save(ax: Any, path: str | Path) -> Path:
+def save(ax: Any, path: str | Path, flag: str = "--plot") -> Path:
+    """Draw the figure of `ax` to exactly `path` (the format its suffix names, PNG without one), atomically: a folder,
+    a device, a pipe or a symbolic link there is refused in one line, and a failed write (a full disk) leaves what
+    was there as it was. (matplotlib's own savefig would add '.png' to a name without a suffix and write beside
+    the named path, over whatever file that was.)"""
+    import io
+
+    from ..profiles import check_output, write_bytes_atomic
+
     plt = _plt()
+    path = Path(path)
     fig = ax.figure
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return Path(path)
+    try:
+        check_output(path, flag)
+        fmt = path.suffix[1:].lower() or "png"
+        known = fig.canvas.get_supported_filetypes()
+        if fmt not in known:
+            raise UserError(f"{flag} {path}: matplotlib cannot draw .{fmt} files; give a name ending in "
+                            f"{', '.join('.' + k for k in sorted(known))}")
+        fig.tight_layout()
+        buf = io.BytesIO()
+        fig.savefig(buf, format=fmt, dpi=120)
+        write_bytes_atomic(path, buf.getvalue(), flag)
+    finally:
+        plt.close(fig)
+    return path

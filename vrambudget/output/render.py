@@ -186,9 +186,11 @@ def refusal_lines(a: Answer) -> list[str]:
         lines.append(f"Does not start at any max_model_len{when}: vLLM refuses: \"{chk.vllm_message}\"")
         lines.append(f"Fix: {chk.fix}.")
     if a.fixed is not None:
-        n = a.fixed.restart.deployment.max_num_seqs
-        core = ceiling_lines(a.fixed)
-        lines.append(f"With --max-num-seqs {n}: {core[0]}")
+        fixed, asked = a.fixed.restart.deployment, a.restart.deployment
+        flag = (f"--gpu-memory-utilization {fixed.gmu:.2f}" if fixed.gmu != asked.gmu else
+                f"--max-num-seqs {fixed.max_num_seqs}")
+        core = refusal_lines(a.fixed) if a.fixed.refusals else ceiling_lines(a.fixed)
+        lines.append(f"With {flag}: {core[0]}")
         lines += core[1:]
     return lines
 

@@ -4,8 +4,9 @@ vLLM startup sees matches a smaller card (`probe --simulate-gpu` / `--free-memor
 Run as `python -m vrambudget.probe.blocker TARGET_FREE_BYTES [DEVICE]`: it allocates plain device memory
 (torch, cudaMalloc underneath) until `torch.cuda.mem_get_info()` reports TARGET_FREE_BYTES free (to
 the allocator's 2 MiB granularity), prints `READY <free> <total>` and holds it until it is sent
-SIGTERM or its stdin closes. Only the probe machine needs torch; this module is never imported by
-`predict`.
+SIGTERM or its stdin closes (the probe holds the other end: it closes when the probe ends, however it ends,
+also while the memory is still being taken). The probe's supervisor (reaper.py) ends it too. Only the probe
+machine needs torch; this module is never imported by `predict`.
 """
 
 from __future__ import annotations
@@ -19,21 +20,23 @@ GRAIN = 2 << 20
 
 
 def hold(target_free: int, device: int = 0) -> None:
+    done = threading.Event()  # SIGTERM ends it at once until READY, then through `done`
+    threading.Thread(target=lambda: (sys.stdin.read(), done.set()), daemon=True).start()
     import torch
 
     torch.cuda.set_device(device)
     torch.cuda.init()
     free, total = torch.cuda.mem_get_info()
     held = []
-    while free - target_free >= GRAIN:
+    while free - target_free >= GRAIN and not done.is_set():
         n = min(CHUNK, (free - target_free) // GRAIN * GRAIN)
         held.append(torch.empty(n, dtype=torch.uint8, device="cuda"))
         torch.cuda.synchronize()
         free = torch.cuda.mem_get_info()[0]
-    print(f"READY {free} {total}", flush=True)
-    done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
-    threading.Thread(target=lambda: (sys.stdin.read(), done.set()), daemon=True).start()
+    if done.is_set():
+        return
+    print(f"READY {free} {total}", flush=True)
     done.wait()
 
 

@@ -46,4 +46,7 @@ def verify_record(*, n: int, gmu: float, max_model_len: int, verify: dict[str, A
 
 
 def append(path: Path, rec: dict[str, Any]) -> None:
+    """One record as one whole line, appended under a lock with one O_APPEND write; a line an earlier, killed probe
+    left torn is ended first (so a resumed probe's record never joins it), and a write the disk refuses is cut back
+    off (profiles.append_jsonl_atomic)."""
     append_jsonl_atomic(path, rec)

@@ -1,12 +1,12 @@
-"""The probe's process handling: start one `vllm serve` in its own process group, watch its log,
-stop exactly that group, and watch GPU memory through NVML (no torch needed)."""
+"""The probe's process handling: start one `vllm serve` in its own process group, watch its log, stop it and
+everything it started (its group, and its tree wherever it went: reaper.py), and watch GPU memory through NVML
+(no torch needed)."""
 
 from __future__ import annotations
 
 import http.client
 import json
 import os
-import signal
 import socket
 import subprocess
 import time
@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import UserError
+from . import reaper
 
 
 def free_port() -> int:
@@ -92,6 +93,8 @@ class GpuWatch:
             used = self.used_bytes()
             if used is not None and used <= baseline + tolerance * len(self._hs):
                 return True
+            if reaper.hurry.is_set():  # a signal during the cleanup: no waiting
+                return False
             time.sleep(poll)
         return False
 
@@ -125,24 +128,41 @@ _NO_ANSWER = (urllib.error.URLError, OSError, ValueError, http.client.HTTPExcept
 
 class ServerProcess:
     """One vLLM server: its own session/process group, its log file (created exclusively: never another's), its
-    port. `poll`: seconds between checks while waiting for it."""
+    port, its reaper tag in the environment (VRAMBUDGET_PROBE_TOKEN: every process it starts carries it).
+    `poll`: seconds between checks while waiting for it."""
 
     def __init__(self, cmd: list[str], log_path: Path, port: int, env: dict[str, str] | None = None,
                  poll: float = 0.5):
         self.cmd, self.log_path, self.port, self.poll = cmd, log_path, port, poll
         self.env = {**os.environ, **(env or {})}
         self.proc: subprocess.Popen[bytes] | None = None
+        self.tag: str | None = None
+        self._start_time: int | None = None
 
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "xb")  # FileExistsError: the caller picks the next name
         try:
-            self.proc = subprocess.Popen(self.cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         env=self.env, start_new_session=True)
+            with reaper.signals_deferred():  # a signal now comes once `proc` is set, so `stop` finds it
+                self.tag = reaper.shared().track()
+                self.proc = subprocess.Popen(self.cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                             env={**self.env, reaper.VAR: self.tag}, start_new_session=True)
+                self._start_time = reaper.start_time(self.proc.pid)
+                reaper.shared().watch(self.proc.pid, self.proc.pid)
         except FileNotFoundError:
+            self._release()
             raise UserError(f"cannot run {self.cmd[0]!r}: is vLLM installed here? (--vllm-cmd)") from None
+        except BaseException:
+            if self.proc is None:
+                self._release()
+            raise
         finally:
             log.close()
+
+    def _release(self) -> None:
+        if self.tag is not None:
+            self.tag = None
+            reaper.shared().release()
 
     @property
     def pid(self) -> int:
@@ -190,25 +210,23 @@ class ServerProcess:
             time.sleep(self.poll)
 
     def stop(self, grace: float = 30.0) -> None:
-        """SIGTERM the server's process group (only it), then SIGKILL what is left after `grace`; returns when the
-        server and every process of its group are gone. Safe to call twice."""
-        if self.proc is None:
+        """SIGTERM the server's process group and every process it started (its tag: also those that left the
+        group), then SIGKILL what is left after `grace` (at once on a signal meanwhile: reaper.signals_deferred);
+        returns when all are gone. Safe to call twice."""
+        if self.proc is None or self.tag is None:
             return
-        pgid = self.proc.pid  # start_new_session: the group id is the server's pid
-        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10.0)):
+        with reaper.signals_deferred():
+            roots = {self.proc.pid: self._start_time} if self._start_time is not None else {}
+            group = self.proc.pid if self.proc.returncode is None else None  # start_new_session: pgid == pid
+            what = reaper.needle(self.tag)
+            gone = reaper.terminate(lambda: reaper.scan(what, roots, group), grace=grace, poll=min(self.poll, 0.1),
+                                    group=group, root=self.proc)
             try:
-                os.killpg(pgid, sig)
-            except ProcessLookupError:
-                break
-            end = time.monotonic() + wait
-            while time.monotonic() < end:
-                if self.proc.poll() is not None and not _group_alive(pgid):
-                    return
-                time.sleep(min(self.poll, 0.2))
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:  # a zombie its parent has not reaped: the group is killed already
-            pass
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:  # unkillable (uninterruptible sleep): the supervisor keeps watching
+                return
+            if gone:
+                self._release()
 
     def complete(self, prompt_ids: list[int], max_tokens: int, model: str, timeout: float) -> dict:
         """One OpenAI-compatible completion from token ids (no tokenizer needed)."""
@@ -228,45 +246,33 @@ class ServerProcess:
             return None
 
 
-def _group_alive(pgid: int) -> bool:
-    """Whether a process of group `pgid` still runs. Zombies do not count: they hold no memory, and an orphan's
-    zombie waits for the machine's init to reap it (a second or more in some containers)."""
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    proc = Path("/proc")
-    if not proc.is_dir():
-        return True
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:  # gone meanwhile
-            continue
-        fields = stat[stat.rfind(")") + 2:].split()  # after "pid (comm) ": state ppid pgrp ...
-        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
-            return True
-    return False
-
-
 class MemoryBlocker:
     """A helper process (`vrambudget.probe.blocker`) that holds GPU memory so that free memory falls to
-    `target_free` bytes. It stays in the probe's own process group, so it ends with the probe; `stop`
-    ends it explicitly (stdin closed, then SIGTERM)."""
+    `target_free` bytes. It stays in the probe's own process group and carries a reaper tag, so it ends with
+    the probe however the probe ends (it also exits when its stdin closes); `stop` ends it explicitly (stdin
+    closed, then SIGTERM, then SIGKILL)."""
 
     def __init__(self, target_free: int, cmd: list[str], device: int = 0):
         self.target_free, self.cmd, self.device = target_free, cmd, device
         self.proc: subprocess.Popen[str] | None = None
         self.free: int | None = None
+        self.tag: str | None = None
+        self._start_time: int | None = None
 
     def start(self, timeout: float = 180.0) -> int:
         """Start it and wait for `READY <free> <total>`; returns the free bytes it left."""
-        self.proc = subprocess.Popen([*self.cmd, str(self.target_free), str(self.device)], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        with reaper.signals_deferred():
+            self.tag = reaper.shared().track()
+            try:
+                self.proc = subprocess.Popen([*self.cmd, str(self.target_free), str(self.device)],
+                                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                             text=True, env={**os.environ, reaper.VAR: self.tag})
+            except BaseException:
+                self.tag = None
+                reaper.shared().release()
+                raise
+            self._start_time = reaper.start_time(self.proc.pid)
+            reaper.shared().watch(self.proc.pid)
         assert self.proc.stdout is not None
         end = time.monotonic() + timeout
         lines: list[str] = []
@@ -286,14 +292,24 @@ class MemoryBlocker:
     def pid(self) -> int | None:
         return self.proc.pid if self.proc else None
 
-    def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
+    def stop(self, grace: float = 20.0) -> None:
+        if self.proc is None or self.tag is None:
             return
-        try:
-            if self.proc.stdin:
-                self.proc.stdin.close()
-            self.proc.terminate()
-            self.proc.wait(timeout=20)
-        except (subprocess.TimeoutExpired, OSError):
-            self.proc.kill()
-            self.proc.wait(timeout=10)
+        with reaper.signals_deferred():
+            try:
+                if self.proc.stdin:
+                    self.proc.stdin.close()
+            except OSError:
+                pass
+            roots = {self.proc.pid: self._start_time} if self._start_time is not None else {}
+            what = reaper.needle(self.tag)
+            gone = reaper.terminate(lambda: reaper.scan(what, roots), grace=grace, root=self.proc)
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                return
+            if self.proc.stdout:
+                self.proc.stdout.close()
+            if gone:
+                self.tag = None
+                reaper.shared().release()

@@ -291,19 +291,16 @@ class Prober:
                     f"leaving {o.simulate_free_bytes / GiB:.2f} GiB as on that card")
 
     def close(self) -> None:
-        """Stop what this probe started and is still running (servers, then the blocker); a second Ctrl-C while
-        it does is ignored, so the cleanup always completes."""
-        import signal
+        """Stop what this probe started and is still running (servers, then the blocker); a signal while it does
+        (a second Ctrl-C or SIGTERM) hurries it, SIGKILL at once, and is raised once it completed."""
+        from .reaper import signals_deferred
 
-        old = signal.signal(signal.SIGINT, signal.SIG_IGN)
-        try:
+        with signals_deferred():
             for srv in list(self.live):
                 self._stop(srv)
             if self.blocker is not None:
                 self.blocker.stop()
                 self.blocker = None
-        finally:
-            signal.signal(signal.SIGINT, old)
 
     def _stop(self, srv: ServerProcess) -> None:
         srv.stop(self.opts.stop_grace)
