@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from .cli_run import run
-
 from vrambudget import profiles
 from vrambudget.errors import UserError
 from vrambudget.probe import records
+
+from .cli_run import run
 
 FIX = Path(__file__).parent / "fixtures"
 AWQ = FIX / "models" / "qwen3.5-9b-awq"
@@ -104,6 +104,15 @@ def test_fit_out_refuses_what_is_not_a_file(hostile, capsys, name, says):
     assert listing(hostile) == before
 
 
+def test_the_system_dev_null_is_refused_by_the_check_that_precedes_every_write():
+    # the check alone, which never writes: a regression of the write itself must not be able to replace the
+    # system's /dev/null when the suite runs as root (the CLI cases above use a device node of their own)
+    st = os.stat("/dev/null")
+    with pytest.raises(UserError, match="--out /dev/null is a device"):
+        profiles.check_output(Path("/dev/null"), "--out")
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode) and os.stat("/dev/null").st_ino == st.st_ino
+
+
 @pytest.mark.parametrize("command", [["table"], ["predict"]])
 def test_plot_onto_a_folder_is_one_line_and_the_neighbour_stays(hostile, capsys, command):
     before = listing(hostile)
@@ -149,6 +158,15 @@ def test_a_read_only_file_is_not_replaced(tmp_path, capsys):
     assert target.read_text() == "mine"
 
 
+def test_a_file_this_process_may_not_write_is_not_replaced_even_as_root(tmp_path, capsys, monkeypatch):
+    target = tmp_path / "unit.service"
+    target.write_text("mine")
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **k: False if str(p) == str(target) else real(p, mode, **k))
+    refused(*run([*SERVE, "--out", str(target), "--force"], capsys), "read-only")
+    assert target.read_text() == "mine" and [p.name for p in tmp_path.iterdir()] == ["unit.service"]
+
+
 def test_a_replaced_file_keeps_its_mode_and_a_new_one_follows_the_umask(tmp_path):
     old = tmp_path / "old.txt"
     old.write_text("x")
@@ -182,7 +200,7 @@ def _model(tmp_path: Path) -> Path:
 def _predict(m: Path) -> subprocess.CompletedProcess:
     """predict on `m` in its own process: a regression that blocks on a FIFO fails the test, not the suite."""
     return subprocess.run([sys.executable, "-c", "from vrambudget.cli import main; main()", "predict", "--gpu",
-                           "h100", "--model", str(m)], capture_output=True, text=True, timeout=60)
+                           "h100", "--model", str(m)], capture_output=True, text=True, timeout=60, check=False)
 
 
 def _one_line(r: subprocess.CompletedProcess, *says: str) -> None:
@@ -242,6 +260,22 @@ def test_an_unreadable_shard_is_one_line(tmp_path, capsys):
         refused(*run(["predict", "--gpu", "h100", "--model", str(m)], capsys), "cannot read", "model.safetensors")
     finally:
         shard.chmod(0o644)
+
+
+def test_a_shard_the_system_will_not_open_is_one_line_even_as_root(tmp_path, capsys, monkeypatch):
+    m = _model(tmp_path)
+    shard = m / "model.safetensors"
+    shard.write_bytes(b"\0" * 16)
+    real = os.open
+
+    def denied(path, flags, *a, **k):
+        if str(path) == str(shard):
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real(path, flags, *a, **k)
+
+    monkeypatch.setattr(os, "open", denied)
+    refused(*run(["predict", "--gpu", "h100", "--model", str(m)], capsys), "cannot read", "model.safetensors",
+            "Permission denied")
 
 
 def test_a_broken_link_shard_is_one_line(tmp_path, capsys):
@@ -322,6 +356,21 @@ def test_serve_cmd_out_in_a_read_only_folder_is_one_line(tmp_path, capsys):
     finally:
         folder.chmod(0o755)
     assert [p.name for p in folder.iterdir()] == ["unit.service"] and (folder / "unit.service").read_text() == "mine"
+
+
+def test_a_folder_that_refuses_the_temporary_file_is_one_line_even_as_root(tmp_path, capsys, monkeypatch):
+    import tempfile
+
+    target = tmp_path / "unit.service"
+    target.write_text("mine")
+
+    def denied(*a, **k):
+        raise PermissionError(errno.EACCES, "Permission denied")
+
+    monkeypatch.setattr(tempfile, "mkstemp", denied)
+    refused(*run([*SERVE, "--out", str(target), "--force"], capsys), "cannot write", "Permission denied",
+            str(tmp_path))
+    assert target.read_text() == "mine" and [p.name for p in tmp_path.iterdir()] == ["unit.service"]
 
 
 def test_disk_full_while_appending_a_record_leaves_the_file_as_it_was(tmp_path, monkeypatch):
@@ -409,7 +458,7 @@ def test_eight_processes_appending_lose_and_tear_nothing(tmp_path):
 
 def _update_many(path: str, who: int) -> None:
     for i in range(10):
-        profiles.update_json(Path(path), lambda old: (old or []) + [[who, i]])
+        profiles.update_json(Path(path), lambda old, i=i: (old or []) + [[who, i]])
 
 
 def test_eight_processes_updating_one_json_lose_nothing(tmp_path):

@@ -12,10 +12,11 @@ import json
 import os
 import stat
 import sys
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from .errors import UserError
 
@@ -386,6 +387,7 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
         out.append(rec)
     if out.torn and out:  # with no record at all, the caller's own line ("nothing to fit") says enough
         n = out.torn
-        print(f"note: {path} line{'s' if len(n) > 1 else ''} {', '.join(map(str, n[:5]))}{', ...' if len(n) > 5 else ''}"
+        which = ", ".join(map(str, n[:5])) + (", ..." if len(n) > 5 else "")
+        print(f"note: {path} line{'s' if len(n) > 1 else ''} {which}"
               " torn (a probe stopped mid-write): skipped, the other records read", file=sys.stderr)
     return out

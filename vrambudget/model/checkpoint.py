@@ -187,7 +187,8 @@ def _check_shards(path: Path) -> None:
             missing.append(v)
             continue
         except OSError as e:
-            raise UserError(f"cannot read {path / v}: {e.strerror or e}; make it readable, or download it again") from None
+            raise UserError(f"cannot read {path / v}: {e.strerror or e}; make it readable, or download it "
+                            "again") from None
         if kind:  # a shard that is a folder or a pipe is not a missing one: say what it is
             raise UserError(f"{path / v} (a shard {index.name} lists) is {kind}, not a safetensors file: download it "
                             "again, or move it out of the model folder")
