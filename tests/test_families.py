@@ -15,7 +15,7 @@ from vrambudget.cli import app
 from vrambudget.errors import UserError
 from vrambudget.explain import compare_file
 from vrambudget.kv.planner import plan_kv
-from vrambudget.model.arch import arch_from_config
+from vrambudget.families import arch_from_config
 from vrambudget.predict import layout_for
 from vrambudget.units import GiB
 

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from vrambudget.model.arch import FULL, SLIDING, arch_from_config
+from vrambudget.families import arch_from_config
+from vrambudget.model.arch import FULL, SLIDING
 from vrambudget.explain import compare_file
 from vrambudget.hardware.catalog import lookup
 from vrambudget.hardware.facts import attention_backend

@@ -3,7 +3,7 @@
 
 import pytest
 
-from vrambudget.model.arch import arch_from_config
+from vrambudget.families import arch_from_config
 from vrambudget.kv.planner import build_layout, group_size, hybrid_block_size, plan_kv
 from vrambudget.units import GiB
 from vrambudget.vllm_rules import rules_for

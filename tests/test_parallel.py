@@ -45,8 +45,7 @@ def test_the_public_pp3_log_splits_and_plans_as_vllm_did():
     from dataclasses import replace
 
     a = d.model.arch  # Qwen3-8B has Qwen3-32B's KV shape (8 x 128): its layer, 64 times, stands in for the 32B
-    d = d.with_(model=replace(d.model, arch=replace(a, layers=a.layers[:1] * 64, layer_types=a.layer_types[:1] * 64,
-                                                    num_layers=64)))
+    d = d.with_(model=replace(d.model, arch=replace(a, layers=a.layers[:1] * 64)))
     stage = stage_deployment(d, ranks(d, 3, [d.gpu])[0], 3)
     assert stage.model.arch.num_layers == 21 and layout_for(stage).pool_layers == 21
     plan = plan_kv(layout_for(stage), int(available * GiB), 16384, stage.rules)

@@ -19,7 +19,7 @@ from vrambudget import coefficients
 from vrambudget.commands.common import one_line
 from vrambudget.commands.options import DeploymentOptions
 from vrambudget.errors import UserError
-from vrambudget.families import read_config
+from vrambudget.families import arch_from_config
 from vrambudget.fit import sample_from_record
 from vrambudget.logparse import flags_from_args, parse_log, split_startups
 from vrambudget.model.checkpoint import bundled_models
@@ -86,7 +86,7 @@ def refused_in_one_line(fn, *args):
 @given(mutated_config())
 @settings(max_examples=3000)
 def test_configs_are_read_or_refused_in_one_line(cfg):
-    arch = refused_in_one_line(read_config, cfg, "hostile")
+    arch = refused_in_one_line(arch_from_config, cfg, "hostile")
     if arch is not None:  # what it read is a model: every count it plans with is a positive whole number
         assert arch.num_layers >= 1 and arch.hidden_size >= 1 and arch.vocab_size >= 1
         assert math.isfinite(arch.max_position_embeddings) and arch.max_position_embeddings >= 1

@@ -5,7 +5,7 @@ import json
 
 from typer.testing import CliRunner
 
-from vrambudget.model.arch import arch_from_config
+from vrambudget.families import arch_from_config
 from vrambudget.model.checkpoint import bundled_models
 from vrambudget.cli import app
 from vrambudget.logparse import parse_log
@@ -47,7 +47,7 @@ def test_lab_margins_bracket_the_runtime_need():
         outcomes[margin] = f.outcome
         assert f.available_kv_gib == 0.65 and f.requested_gib == 9.11  # the simulated card's budget
     assert outcomes == {16: "oom_graph_capture", 64: "oom_graph_capture", 300: "started"}
-    need = eager_warmup_bytes(arch("qwen3.5-4b").intermediate_size, 2048)  # the eager kernel warmup after the KV
+    need = eager_warmup_bytes(arch("qwen3.5-4b").mlp_width, 2048)  # the eager kernel warmup after the KV
     assert 64 * MiB < need <= 300 * MiB
 
 

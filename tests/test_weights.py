@@ -6,7 +6,7 @@ import struct
 import pytest
 
 from vrambudget.hardware import catalog as gpus
-from vrambudget.model.arch import arch_from_config
+from vrambudget.families import arch_from_config
 from vrambudget.budget import weight_bytes
 from vrambudget.model.checkpoint import resolve_model
 from vrambudget.errors import UserError

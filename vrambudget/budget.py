@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from .model.arch import FULL, ModelArch
+from .model.arch import ModelArch
 from .model.checkpoint import weights_from_tensors
 from .model.lora import lora_buffer_bytes
 from .coefficients import Coefficients
@@ -64,13 +64,6 @@ class Budget:
     def runtime_margin_bytes(self) -> int:
         """GPU memory left outside the budget once vLLM runs (for buffers it did not profile)."""
         return self.free_at_start_bytes - self.requested_bytes
-
-
-def mlp_width(a: ModelArch) -> int:
-    """Per-token MLP intermediate width: intermediate_size, or top_k x expert + shared (MoE)."""
-    if a.moe:
-        return a.moe.top_k * a.moe.expert_intermediate + a.moe.shared_expert_intermediate
-    return a.intermediate_size
 
 
 def _request_counts(max_num_seqs: int, cap: int = 512) -> list[int]:
@@ -223,8 +216,7 @@ def backend_for(d: Deployment) -> Backend:
     a = d.model.arch
     if a.uses_mla:
         return mla_backend(d.gpu, kv_backend_class(d.kv_cache_dtype))[0]
-    backend = attention_backend(d.gpu, kv_backend_class(d.kv_cache_dtype), max(a.attention_shape(FULL)[1],
-                                                                               a.head_dim),
+    backend = attention_backend(d.gpu, kv_backend_class(d.kv_cache_dtype), a.head_dim,
                                 d.vllm.asked if d.vllm is not None else d.rules.version)
     if any(layer.mixer is not None and layer.kind.value == "chunked_attention" for layer in a.layers):
         # vLLM wraps a chunked-local layer's backend in one whose builder captures no CUDA graphs (0.26.0
@@ -247,7 +239,7 @@ def features(d: Deployment, w: WeightBytes | None = None) -> Features:
     graphs, sizes = 0, (0, 0, 0, 0)
     if not d.enforce_eager:
         pw, full = cudagraph_sizes(d.max_num_seqs, d.spec_tokens, d.max_num_batched_tokens, runner=d.runner,
-                                   uniform_decode=d.rules.uniform_decode_capture, preset_max=a.cudagraph_capture_max)
+                                   uniform_decode=d.rules.uniform_decode_capture, preset_max=a.extras.cudagraph_capture_max)
         if "FULL" not in graph_mode(d, backend):
             full = []
         graphs = len(pw) + len(full)
@@ -258,7 +250,7 @@ def features(d: Deployment, w: WeightBytes | None = None) -> Features:
         requested_bytes=math.ceil(d.gpu.total_bytes * d.gmu), weights_bytes=int(w.target),
         mtp_weights_bytes=int(w.mtp) if d.mtp else drafter_weight_bytes(d), tokens=d.max_num_batched_tokens,
         seqs=d.max_num_seqs,
-        mlp_width=mlp_width(a), vocab=a.vocab_size, hidden=a.hidden_size, tp=d.tp, hybrid=a.is_hybrid,
+        mlp_width=a.mlp_width, vocab=a.vocab_size, hidden=a.hidden_size, tp=d.tp, hybrid=a.is_hybrid,
         eager=d.enforce_eager, compile_cache=d.compile_cache, num_cudagraphs=graphs,
         with_encoder=d.with_vision,
         encoder_patch_width=patches * a.vision.hidden if patches else 0,
@@ -293,7 +285,7 @@ def mxfp4_moe_layers(a: ModelArch) -> int:
     """Layers whose routed experts load as MXFP4 (gpt-oss), 0 for any other checkpoint."""
     if a.moe is None or (a.quantization or {}).get("quant_method") != "mxfp4":
         return 0
-    return len(a.moe.sparse_layers)
+    return a.moe_layers
 
 
 def moe_workspace_bytes(a: ModelArch, tokens: int, tp: int, act_bytes: int) -> int:

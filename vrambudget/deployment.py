@@ -262,7 +262,7 @@ class Deployment:
             args += ["--pipeline-parallel-size", str(self.pp)]
         if self.dp > 1:
             args += ["--data-parallel-size", str(self.dp)]
-        if (self.model.arch.is_multimodal or self.model.arch.tower_unmodelled) and self.language_model_only:
+        if (self.model.arch.is_multimodal or self.model.arch.extras.tower_unmodelled) and self.language_model_only:
             args.append("--language-model-only")
         if self.attention_backend:
             args += ["--attention-backend", self.attention_backend]
@@ -380,16 +380,12 @@ def resolve(model: ModelSource, gpu: GPU, rules: VllmRules, flags: Flags) -> Dep
     tokens = flags.max_num_batched_tokens or min(d_tokens, (flags.max_num_seqs or d_seqs) * mml)
     seqs = flags.max_num_seqs or min(d_seqs, tokens)
     tp = flags.tensor_parallel_size
-    if tp < 1 or (a.num_attention_heads % tp):
-        raise UserError(f"--tensor-parallel-size {tp} must divide the {a.num_attention_heads} attention heads")
-    # vLLM splits the KV heads across ranks (or replicates them when there are fewer heads than ranks) and the
-    # GatedDeltaNet heads across ranks: each split must be even
-    if (a.num_kv_heads % tp) if tp <= a.num_kv_heads else (tp % a.num_kv_heads):
-        raise UserError(f"--tensor-parallel-size {tp} does not split {a.name}'s {a.num_kv_heads} KV heads evenly: "
-                        "pick a divisor or a multiple of them")
-    if a.gdn and (a.gdn.num_key_heads % tp or a.gdn.num_value_heads % tp):
-        raise UserError(f"--tensor-parallel-size {tp} must divide {a.name}'s GatedDeltaNet heads "
-                        f"({a.gdn.num_key_heads} key, {a.gdn.num_value_heads} value)")
+    if tp < 1:
+        raise UserError(f"--tensor-parallel-size {tp}: give at least 1")
+    # each layer kind says how its heads split over the ranks (attention heads and KV heads, GatedDeltaNet and
+    # Mamba2 heads, MLA's heads): every split must be even
+    for mixer in dict.fromkeys(layer.mixer for layer in a.layers if layer.mixer is not None):
+        mixer.check_tp(tp, a.name)
     if flags.compile_cache not in COMPILE_STATES:
         raise UserError(f"--compile-cache {flags.compile_cache!r}: use one of {', '.join(COMPILE_STATES)}")
     if flags.attention_backend:
@@ -401,8 +397,8 @@ def resolve(model: ModelSource, gpu: GPU, rules: VllmRules, flags: Flags) -> Dep
                             f"reads that KV only with {' or '.join(readers)} ({why}); drop --attention-backend or "
                             "pick one of those")
     lmo = a.is_multimodal if flags.language_model_only is None else flags.language_model_only
-    if a.tower_unmodelled and not lmo:
-        raise UserError(f"{a.name}: {a.tower_unmodelled} is not modelled, and vLLM loads it unless told otherwise: "
+    if a.extras.tower_unmodelled and not lmo:
+        raise UserError(f"{a.name}: {a.extras.tower_unmodelled} is not modelled, and vLLM loads it unless told otherwise: "
                         "pass --language-model-only to plan the text model (vLLM then serves text only)")
     defaults = []
     if flags.gpu_memory_utilization is None:

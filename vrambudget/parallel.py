@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass, replace
 
 from .errors import UserError
+from .model.arch import StageShare
 from .hardware.catalog import GPU
 
 # model files that build embed_tokens and lm_head on every pipeline stage, unguarded (vLLM 0.20.2-0.33.0:
@@ -109,9 +110,8 @@ def stage_deployment(d, r: Rank, pp: int):
     embed = first or every or (last and a.tie_word_embeddings)
     head = last or every
     end = r.first_layer + r.layers
-    arch = replace(a, layers=a.layers[r.first_layer:end], layer_types=a.layer_types[r.first_layer:end],
-                   num_layers=r.layers, holds_embedding=embed, holds_lm_head=head,
-                   stage=(r.first_layer, r.layers) if pp > 1 else None, whole_layers=a.layers if pp > 1 else ())
+    arch = replace(a, layers=a.layers[r.first_layer:end],
+                   share=StageShare(r.first_layer, a.layers, embed, head) if pp > 1 else None)
     tensors = d.model.tensors
     if pp > 1 and tensors:
         def kept(name: str) -> bool:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
-from .budget import Budget, budget, features, mlp_width, weight_bytes
+from .budget import Budget, budget, features, weight_bytes
 from .hardware.facts import flashinfer_autotunes, gdn_prefill_path, unified_memory_band
 from .runtime import RuntimeNeed, Verdict, eager_warmup_bytes, max_serving_gmu
 from .serving import budget_error, graph_mode, host_share_term, runtime_for, start_verdict
@@ -30,11 +30,11 @@ def layout_for(d: Deployment) -> KVLayout:
     mamba_blocks = 1 + d.spec_tokens
     if d.mamba_mode == "align":
         mamba_blocks = 2 + d.spec_tokens + (d.rules.align_hopper_extra_blocks if hopper_align else 0)
-    if a.stage is not None:  # a pipeline stage: the whole model's groups, projected onto its layers
-        whole = replace(a, layers=a.whole_layers, stage=None, whole_layers=())
+    if a.share is not None:  # a pipeline stage: the whole model's groups, projected onto its layers
+        whole = replace(a, layers=a.share.whole_layers, share=None)
         lay = layout_for(d.with_(model=replace(d.model, arch=whole)))
-        kinds = [layer.mixer.kind if layer.mixer is not None else None for layer in a.whole_layers]
-        return replace(lay, pool_layers=stage_pool_layers(lay, kinds, *a.stage))
+        kinds = [layer.mixer.kind if layer.mixer is not None else None for layer in a.share.whole_layers]
+        return replace(lay, pool_layers=stage_pool_layers(lay, kinds, a.share.first_layer, a.num_layers))
     return build_layout(
         a, kv_dtype_bytes=d.kv_dtype_bytes, spec_tokens=d.spec_tokens,
         draft_attention_layers=a.mtp_layers if d.mtp else 0, tp=d.tp, mamba_blocks=mamba_blocks,
@@ -234,7 +234,6 @@ def estimated_terms(d: Deployment, b: Budget, c: Coefficients | None = None) -> 
         out.append(d.vllm.label)
     elif d.vllm is None and not d.rules.measured:
         out.append(f"vLLM {d.rules.version} coefficients (inherited from measured ranges, not measured)")
-    out.extend(d.model.arch.assumptions)
     if d.lora is not None:
         out.append(f"LoRA: {d.lora_left_out}: its slots are left out of the budget" if d.lora_left_out else
                    f"LoRA slots ({d.lora.max_loras} x rank {d.lora.max_rank}: shapes from vLLM 0.22.1's source, "
@@ -311,7 +310,7 @@ def predict(d: Deployment, c: Coefficients, w: WeightBytes | None = None,
         checks.append(free_memory_check(d, b))
     reasons[:0] = [chk.text for chk in checks if not chk.passes]  # vLLM refuses these at any length: first
     autotune = d.enforce_eager and flashinfer_autotunes(d.gpu).value  # a full-size forward after the KV cache
-    warm_up = eager_warmup_bytes(mlp_width(d.model.arch), d.max_num_batched_tokens, d.tp) if autotune else 0
+    warm_up = eager_warmup_bytes(d.model.arch.mlp_width, d.max_num_batched_tokens, d.tp) if autotune else 0
     if avail > 0 and not reasons and b.runtime_margin_bytes < warm_up:
         warnings.append(f"may fail right after the KV cache is allocated: eager kernel warmup re-runs a "
                         f"{d.max_num_batched_tokens:,}-token forward and needs ~{_gib(warm_up)} outside the budget "

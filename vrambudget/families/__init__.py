@@ -1,11 +1,15 @@
 """Model families: which config.json architectures vrambudget plans and how each is read into layer kinds. An
 allow-list keyed by `architectures[0]` (else `model_type`), the way vLLM's model registry maps an architecture to its
 implementation: a config the registry does not know is refused in one line, never planned as dense attention.
-Add a family: a module here with its `FAMILY` (architectures, model types, reader, evidence), listed in FAMILIES."""
+Add a family: one module here whose `FAMILY` names the architectures and model types it claims, its reader and its
+evidence; it is found by its presence (no list to edit). A claim two families make is refused when they load."""
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Callable
 
 from ..errors import UserError
@@ -20,11 +24,22 @@ class Family:
     evidence: str  # what its plan was checked against (vLLM's source, lab startups, public logs)
 
 
+@lru_cache(maxsize=1)
 def families() -> tuple[Family, ...]:
-    from . import deepseek, gemma3, gemma4, glm4_moe, gpt_oss, gqa, llama4, minimax_m2, nemotron_h, qwen_hybrid
-
-    return (gqa.FAMILY, qwen_hybrid.FAMILY, gemma4.FAMILY, gemma3.FAMILY, deepseek.FAMILY, gpt_oss.FAMILY,
-            nemotron_h.FAMILY, llama4.FAMILY, glm4_moe.FAMILY, minimax_m2.FAMILY)
+    """Every module of this package that defines a FAMILY, by module name."""
+    found = []
+    for m in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        family = getattr(importlib.import_module(f"{__name__}.{m.name}"), "FAMILY", None)
+        if isinstance(family, Family):
+            found.append(family)
+    for key in ("architectures", "model_types"):
+        claims: dict[str, str] = {}
+        for f in found:
+            for name in getattr(f, key):
+                if name in claims:
+                    raise RuntimeError(f"families {claims[name]!r} and {f.name!r} both claim {name}")
+                claims[name] = f.name
+    return tuple(found)
 
 
 def family_of(cfg: dict[str, Any]) -> Family | None:
@@ -41,7 +56,7 @@ def family_of(cfg: dict[str, Any]) -> Family | None:
     return None
 
 
-def read_config(cfg: Any, name: str) -> Any:
+def arch_from_config(cfg: Any, name: str = "model") -> Any:
     """The ModelArch of a config.json, read by its family; a config no family claims is refused in one line."""
     from ..model.config_check import check_config
 

@@ -12,7 +12,7 @@ from ..errors import UserError
 from ..layers.base import DecoderLayer
 from ..layers.ffn import DenseMLP, MoE
 from ..layers.mla import MLA
-from ..model.arch import ModelArch, MoEConfig
+from ..model.arch import ModelArch
 from . import Family
 from .common import base
 
@@ -45,9 +45,7 @@ def read(cfg: dict[str, Any], name: str) -> ModelArch:
     scaling = t.get("rope_scaling") or {}
     rows = (int(scaling.get("original_max_position_embeddings", b.max_position) * scaling.get("factor", 1))
             if isinstance(scaling, dict) and scaling.get("factor") else b.max_position)
-    return ModelArch(**b.common(), intermediate_size=dense.intermediate, layer_types=("mla",) * n,
-                     moe=MoEConfig(experts, top_k, moe_inter, shared, sparse) if experts else None,
-                     rotary_dims=(rope,), rotary_caches=((rows, rope, 2),), layers=layers)
+    return b.arch(layers, rotary_caches=((rows, rope, 2),))
 
 
 FAMILY = Family(

@@ -14,9 +14,9 @@ from ..layers.attention import FullAttention
 from ..layers.base import DecoderLayer
 from ..layers.ffn import DenseMLP
 from ..layers.sliding import SlidingAttention
-from ..model.arch import ModelArch, config_text
+from ..model.arch import ModelArch
 from . import Family
-from .common import base
+from .common import base, config_text
 
 # transformers 5.17 Gemma3TextConfig's defaults, for the keys a published config leaves out
 TEXT_DEFAULTS = {"vocab_size": 262_208, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
@@ -45,11 +45,8 @@ def read(cfg: dict[str, Any], name: str) -> ModelArch:
     factor = float(scaling.get("factor", 1.0)) if isinstance(scaling, dict) else 1.0
     caches = ((b.max_position, b.head_dim, 0), (int(b.max_position * factor), b.head_dim, 0))
     mm = "vision_config" in cfg
-    return ModelArch(**{**b.common(), "tie_word_embeddings": bool(text["tie_word_embeddings"])},
-                     intermediate_size=mlp.intermediate, layer_types=tuple(types), sliding_window=window,
-                     qk_norm=True, norms_per_layer=4, rotary_dims=(b.head_dim,),
-                     rotary_caches=tuple((r, d, n or 0) for r, d, n in caches), layers=layers,
-                     tower_unmodelled="Gemma 3's SigLIP vision tower" if mm else "")
+    return b.arch(layers, tie=bool(text["tie_word_embeddings"]), norms_per_layer=4, rotary_caches=caches,
+                  tower_unmodelled="Gemma 3's SigLIP vision tower" if mm else "")
 
 
 FAMILY = Family(

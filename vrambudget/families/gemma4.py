@@ -4,8 +4,8 @@ variants (KV shared across layers, per-layer input embeddings) are refused by th
 
 from __future__ import annotations
 
-from ..model.arch import read_decoder
 from . import Family
+from .decoder import read_decoder
 
 FAMILY = Family(
     name="Gemma 4",

@@ -10,7 +10,7 @@ from typing import Any
 from ..layers.attention import FullAttention
 from ..layers.base import DecoderLayer
 from ..layers.ffn import DenseMLP, MoE
-from ..model.arch import ModelArch, MoEConfig
+from ..model.arch import ModelArch
 from . import Family
 from .common import base
 
@@ -29,10 +29,7 @@ def read(cfg: dict[str, Any], name: str) -> ModelArch:
     dense = DenseMLP(b.hidden, b.count("intermediate_size"))
     layers = tuple(DecoderLayer(attn, moe if i >= first_dense else dense) for i in range(b.layers))
     factor = float(t.get("partial_rotary_factor", 0.5))
-    return ModelArch(**{**b.common(), "tie_word_embeddings": False}, intermediate_size=dense.intermediate,
-                     layer_types=("full_attention",) * b.layers, qk_norm=qk_norm, attention_bias=attn.qkv_bias,
-                     moe=MoEConfig(experts, top_k, inter, shared, tuple(range(first_dense, b.layers))),
-                     rotary_dims=(int(b.head_dim * factor),), layers=layers)
+    return b.arch(layers, tie=False, rotary_caches=((b.max_position, int(b.head_dim * factor), None),))
 
 
 FAMILY = Family(

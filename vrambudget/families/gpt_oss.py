@@ -10,7 +10,7 @@ from ..layers.attention import FullAttention
 from ..layers.base import DecoderLayer
 from ..layers.ffn import MoE
 from ..layers.sliding import SlidingAttention
-from ..model.arch import ModelArch, MoEConfig
+from ..model.arch import ModelArch
 from . import Family
 from .common import base
 
@@ -29,11 +29,7 @@ def read(cfg: dict[str, Any], name: str) -> ModelArch:
     scaling = t.get("rope_scaling") or {}
     rows = int(scaling.get("original_max_position_embeddings", 4096) * scaling.get("factor", 1)) if scaling else \
         b.max_position
-    return ModelArch(**b.common(), intermediate_size=inter,
-                     layer_types=tuple(layer.kind.value for layer in layers), sliding_window=window,
-                     attention_bias=True, moe=MoEConfig(experts, top_k, inter, 0, tuple(range(b.layers))),
-                     rotary_dims=(b.head_dim,), rotary_caches=((rows, b.head_dim, 4),), layers=layers,
-                     cudagraph_capture_max=1024)
+    return b.arch(layers, rotary_caches=((rows, b.head_dim, 4),), cudagraph_capture_max=1024)
 
 
 FAMILY = Family(

@@ -4,8 +4,8 @@ gate_up projections hold the same bytes as split ones)."""
 
 from __future__ import annotations
 
-from ..model.arch import read_decoder
 from . import Family
+from .decoder import read_decoder
 
 FAMILY = Family(
     name="GQA decoders (Llama, Mistral, Qwen2/Qwen3, Qwen3-MoE, Mixtral, Phi-3/4)",

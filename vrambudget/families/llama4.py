@@ -12,7 +12,7 @@ from ..layers.attention import FullAttention
 from ..layers.base import DecoderLayer
 from ..layers.chunked import ChunkedAttention
 from ..layers.ffn import DenseMLP, MoE
-from ..model.arch import ModelArch, MoEConfig
+from ..model.arch import ModelArch
 from . import Family
 from .common import base
 
@@ -33,10 +33,8 @@ def read(cfg: dict[str, Any], name: str) -> ModelArch:
     sparse = tuple(i for i in range(n) if step and (i + 1) % step == 0)
     layers = tuple(DecoderLayer(ChunkedAttention(**shape, chunk=chunk) if nope[i] else FullAttention(**shape),
                                 moe if i in sparse else dense) for i in range(n))
-    return ModelArch(**b.common(), intermediate_size=dense.intermediate,
-                     layer_types=tuple(layer.kind.value for layer in layers),
-                     moe=MoEConfig(experts, top_k, inter, inter, sparse), rotary_dims=(b.head_dim,), layers=layers,
-                     tower_unmodelled="Llama 4's vision tower" if "vision_config" in cfg else "")
+    return b.arch(layers, rotary_caches=((b.max_position, b.head_dim, None),),
+                  tower_unmodelled="Llama 4's vision tower" if "vision_config" in cfg else "")
 
 
 FAMILY = Family(

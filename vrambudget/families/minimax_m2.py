@@ -10,7 +10,7 @@ from ..errors import UserError
 from ..layers.attention import FullAttention
 from ..layers.base import DecoderLayer
 from ..layers.ffn import MoE
-from ..model.arch import ModelArch, MoEConfig
+from ..model.arch import ModelArch
 from . import Family
 from .common import base
 
@@ -26,10 +26,7 @@ def read(cfg: dict[str, Any], name: str) -> ModelArch:
     inter = b.count("intermediate_size")
     moe = MoE(b.hidden, experts, top_k, inter, router_bias=bool(t.get("use_routing_bias", True)), router_fp32=True)
     layers = tuple(DecoderLayer(attn, moe) for _ in range(b.layers))
-    return ModelArch(**{**b.common(), "tie_word_embeddings": False}, intermediate_size=inter,
-                     layer_types=("full_attention",) * b.layers,
-                     moe=MoEConfig(experts, top_k, inter, 0, tuple(range(b.layers))),
-                     rotary_dims=(b.count("rotary_dim", default=b.head_dim),), layers=layers)
+    return b.arch(layers, tie=False, rotary_caches=((b.max_position, b.count("rotary_dim", default=b.head_dim), None),))
 
 
 FAMILY = Family(

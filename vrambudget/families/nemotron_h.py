@@ -13,9 +13,9 @@ from ..layers.attention import FullAttention
 from ..layers.base import DecoderLayer
 from ..layers.ffn import DenseMLP, MoE
 from ..layers.mamba2 import Mamba2
-from ..model.arch import ModelArch, MoEConfig
+from ..model.arch import ModelArch
 from . import Family
-from .common import base
+from .common import base, count
 
 BLOCK_TYPES = {"mamba": "M", "linear_attention": "M", "attention": "*", "full_attention": "*", "mlp": "-", "moe": "E"}
 
@@ -61,21 +61,12 @@ def read(cfg: dict[str, Any], name: str) -> ModelArch:
             if moe is None:
                 raise UserError(f"{name}: an E (MoE) layer in hybrid_override_pattern without n_routed_experts")
             layers.append(DecoderLayer(None, moe))
-    sparse = tuple(i for i, ch in enumerate(pattern) if ch == "E")
-    kinds = {"M": "mamba2", "*": "full_attention", "-": "mlp", "E": "moe"}
-    return ModelArch(**{**b.common(), "tie_word_embeddings": False},  # vLLM 0.26 never ties Nemotron-H's lm_head
-                     intermediate_size=b.count("intermediate_size", default=0, minimum=0) if not mlp_sizes else 0,
-                     layer_types=tuple(kinds[ch] for ch in pattern), norms_per_layer=1,
-                     moe=MoEConfig(experts, moe.top_k, moe.expert_intermediate, moe.shared_intermediate, sparse,
-                                   gated=False) if moe else None,
-                     rotary_dims=(), layers=tuple(layers))
+    return b.arch(tuple(layers), tie=False, norms_per_layer=1)  # vLLM 0.26 never ties Nemotron-H's lm_head
 
 
 def _first(t: dict[str, Any], name: str, *keys: str) -> int:
-    from ..model.arch import _count
-
     key = next((k for k in keys if t.get(k) is not None), keys[0])
-    return _count(t, key, name)
+    return count(t, key, name)
 
 
 FAMILY = Family(

@@ -4,8 +4,8 @@ full-attention layer."""
 
 from __future__ import annotations
 
-from ..model.arch import read_decoder
 from . import Family
+from .decoder import read_decoder
 
 FAMILY = Family(
     name="Qwen3.5 / 3.6 / 3.8 and Qwen3-Next (GatedDeltaNet hybrids)",

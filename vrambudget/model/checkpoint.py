@@ -10,7 +10,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable
 
-from .arch import ModelArch, arch_from_config
+from ..families import arch_from_config
+from .arch import ModelArch
 from ..errors import UserError
 from ..inputs import loads
 from ..profiles import bundled_dir, read_json

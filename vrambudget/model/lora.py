@@ -40,7 +40,7 @@ def not_modelled(a: ModelArch) -> str | None:
         return "LoRA on a GatedDeltaNet hybrid is not modelled"
     if a.is_multimodal:
         return "LoRA on a multimodal model's tower is not modelled"
-    if a.full_num_kv_heads or a.full_head_dim or a.attn_output_gate:
+    if a.two_attention_shapes:
         return "LoRA on attention layers of two shapes (or a gated attention output) is not modelled"
     return None
 
@@ -52,7 +52,7 @@ def lora_buffer_bytes(a: ModelArch, slots: LoraSlots, tp: int, dtype_bytes: int)
     r_col = r // tp if slots.fully_sharded else r  # A rows of a column-parallel slice
     q = a.num_attention_heads * a.head_dim
     kv = max(a.num_kv_heads // tp, 1) * a.head_dim  # KV heads below TP are replicated, one per rank
-    h, inter = a.hidden_size, a.intermediate_size
+    h, inter = a.hidden_size, a.dense_mlp.intermediate if a.dense_mlp else 0
 
     def column(in_full: int, outs: list[int]) -> int:  # one A per slice over the whole input, B over the shard
         return len(outs) * r_col * in_full + sum(outs) * r

@@ -222,7 +222,7 @@ def _compressed_tensors(q: dict[str, Any], ignore: tuple[str, ...]) -> QuantSche
 
 def decoder_layer_tensors(a: ModelArch, layer: DecoderLayer, prefix: str, part: str) -> Iterator[Tensor]:
     """One decoder layer's weights: its norms, its token mixer's and its feed-forward block's (layers/)."""
-    yield Tensor(f"{prefix}.layernorms", a.norms_per_layer * a.hidden_size, 1, linear=False, part=part)
+    yield Tensor(f"{prefix}.layernorms", a.extras.norms_per_layer * a.hidden_size, 1, linear=False, part=part)
     if layer.mixer is not None:
         yield from layer.mixer.tensors(prefix, part)
     if layer.ffn is not None:
@@ -238,7 +238,7 @@ def model_tensors(a: ModelArch) -> Iterator[Tensor]:
         yield Tensor(f"{root}.embed_tokens", vocab, a.hidden_size, linear=False)
     for i, layer in enumerate(a.layers):
         yield from decoder_layer_tensors(a, layer, f"{root}.layers.{i}", "model")
-    yield from a.extra_tensors
+    yield from a.extras.tensors
     yield Tensor(f"{root}.norm", a.hidden_size, 1, linear=False)
     if a.holds_lm_head and not a.tie_word_embeddings:
         yield Tensor("lm_head", a.hidden_size, vocab)
@@ -247,12 +247,8 @@ def model_tensors(a: ModelArch) -> Iterator[Tensor]:
 def buffer_tensors(a: ModelArch) -> Iterator[Tensor]:
     """What vLLM allocates at load beside the checkpoint: one rotary cos/sin cache (max_position x rotary
     width, model dtype) per distinct rotary embedding, whole on every rank."""
-    if a.rotary_caches:
-        for rows, dim, nbytes in a.rotary_caches:
-            yield Tensor("rotary_emb.cos_sin_cache", rows, dim, linear=False, part="buffers", dtype_bytes=nbytes)
-        return
-    for dim in a.rotary_dims:
-        yield Tensor("rotary_emb.cos_sin_cache", a.max_position_embeddings, dim, linear=False, part="buffers")
+    for rows, dim, nbytes in a.extras.rotary_caches:
+        yield Tensor("rotary_emb.cos_sin_cache", rows, dim, linear=False, part="buffers", dtype_bytes=nbytes)
 
 
 def mtp_tensors(a: ModelArch) -> Iterator[Tensor]:

@@ -41,7 +41,8 @@ def _checked_mark(checked: str) -> str:
 
 def models_table() -> tuple[dict[str, Any], str]:
     """The bundled model profiles (and DFlash drafters): (JSON, text)."""
-    from ..model.arch import SLIDING, arch_from_config
+    from ..families import arch_from_config
+    from ..model.arch import SLIDING
     from ..model.checkpoint import bundled_models
     from ..model.drafter import bundled_drafters, load_drafter
     from ..model.weights import parameter_count, weights_from_config
