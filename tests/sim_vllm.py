@@ -39,7 +39,7 @@ from vrambudget.hardware import catalog as gpus  # noqa: E402
 from vrambudget.model.checkpoint import resolve_model  # noqa: E402
 from vrambudget.deployment import Flags, resolve  # noqa: E402
 from vrambudget.kv.planner import plan_kv  # noqa: E402
-from vrambudget.predict import layout_for  # noqa: E402
+from vrambudget.prediction import layout_for  # noqa: E402
 from vrambudget.units import GiB  # noqa: E402
 from vrambudget.vllm_rules import rules_for  # noqa: E402
 

@@ -452,12 +452,12 @@ def test_a_read_only_profiles_folder_is_one_line_and_the_profile_stays(tmp_path,
 
 
 def test_a_bug_is_one_line_and_exit_3_with_the_traceback_on_request(capsys, monkeypatch):
-    import vrambudget.predict
+    import vrambudget.prediction
 
     def broken(*a, **k):
         raise ZeroDivisionError("division by zero")
 
-    monkeypatch.setattr(vrambudget.predict, "answer", broken)
+    monkeypatch.setattr(vrambudget.prediction, "answer", broken)
     code, out, err = run(["predict"], capsys)
     assert code == 3 and out == "" and err.count("\n") == 1 and "this is a bug, not your input" in err
     monkeypatch.setenv("VRAMBUDGET_DEBUG", "1")

@@ -34,7 +34,7 @@ def test_mission_deployment_on_4060ti():
     from vrambudget.hardware import catalog as gpus
     from vrambudget.model.checkpoint import resolve_model
     from vrambudget.deployment import Flags, resolve
-    from vrambudget.predict import predict
+    from vrambudget.prediction import predict
     from vrambudget.vllm_rules import rules_for
 
     d = resolve(resolve_model("qwen3.5-9b-awq"), gpus.lookup("4060ti"), rules_for("0.20.2"),

@@ -12,7 +12,7 @@ from vrambudget.model.checkpoint import resolve_model
 from vrambudget.cli import app
 from vrambudget.deployment import Flags, resolve
 from vrambudget.hardware.facts import attention_backend, cuda_context
-from vrambudget.predict import predict
+from vrambudget.prediction import predict
 from vrambudget.units import GiB
 
 from .conftest import FIXTURES
@@ -114,7 +114,7 @@ def test_3090_qwen35_08b_with_tower_and_mtp_weights():
     from vrambudget.hardware import catalog as gpus
     from vrambudget.model.checkpoint import resolve_model
     from vrambudget.deployment import Flags, resolve
-    from vrambudget.predict import predict
+    from vrambudget.prediction import predict
     from vrambudget.vllm_rules import rules_for
 
     d = resolve(resolve_model("qwen3.5-0.8b"), gpus.lookup("rtx3090"), rules_for("0.20.2"),

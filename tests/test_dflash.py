@@ -11,7 +11,7 @@ from vrambudget.model.checkpoint import resolve_model
 from vrambudget.deployment import Flags, parse_speculative_config, resolve
 from vrambudget.model.drafter import drafter_from_config, load_drafter
 from vrambudget.errors import UserError
-from vrambudget.predict import layout_for
+from vrambudget.prediction import layout_for
 from vrambudget.vllm_rules import rules_for
 
 SPEC = '{"method":"dflash","model":"qwen3.6-27b-dflash","num_speculative_tokens":5}'

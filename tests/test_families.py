@@ -16,7 +16,7 @@ from vrambudget.errors import UserError
 from vrambudget.explain import compare_file
 from vrambudget.kv.planner import plan_kv
 from vrambudget.families import arch_from_config
-from vrambudget.predict import layout_for
+from vrambudget.prediction import layout_for
 from vrambudget.units import GiB
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -15,7 +15,7 @@ from vrambudget.budget import features, mlp_peak, moe_attention_peak
 from vrambudget.explain import deployment_from_log
 from vrambudget.hardware.catalog import lookup
 from vrambudget.logparse import parse_log
-from vrambudget.predict import predict
+from vrambudget.prediction import predict
 from vrambudget.units import GiB, MiB
 
 ROOT = Path(__file__).parent.parent

@@ -18,7 +18,7 @@ from vrambudget.explain import compare_file
 from vrambudget.hardware.catalog import lookup
 from vrambudget.hardware.facts import attention_backend
 from vrambudget.kv.planner import reproduces_within_rounding
-from vrambudget.predict import layout_for
+from vrambudget.prediction import layout_for
 from vrambudget.vllm_rules import RULES
 
 LAB = Path(__file__).parent / "fixtures" / "lab-vllm-0.26.0-h100"

@@ -16,7 +16,7 @@ from vrambudget.hardware.facts import under_wsl
 from vrambudget.logparse import flags_from_args, parse_log
 from vrambudget.model.checkpoint import resolve_model
 from vrambudget.model.lora import LoraSlots, lora_buffer_bytes, not_modelled
-from vrambudget.predict import predict
+from vrambudget.prediction import predict
 from vrambudget import coefficients as coeffs
 from vrambudget.units import GiB, MiB
 from vrambudget.vllm_rules import rules_for

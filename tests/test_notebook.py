@@ -11,7 +11,7 @@ from vrambudget import coefficients
 from vrambudget.hardware import catalog as gpus
 from vrambudget.model.checkpoint import resolve_model
 from vrambudget.deployment import Flags, resolve
-from vrambudget.predict import predict, table_columns
+from vrambudget.prediction import predict, table_columns
 from vrambudget.vllm_rules import rules_for
 
 from .conftest import FIXTURES

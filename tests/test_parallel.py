@@ -17,7 +17,7 @@ from vrambudget.hardware.catalog import from_memory, lookup
 from vrambudget.kv.planner import plan_kv
 from vrambudget.model.checkpoint import resolve_model
 from vrambudget.parallel import plan_ranks, pp_partition, ranks, stage_deployment, worst
-from vrambudget.predict import layout_for
+from vrambudget.prediction import layout_for
 from vrambudget.units import GiB
 from vrambudget.vllm_rules import rules_for
 

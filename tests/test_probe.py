@@ -18,7 +18,7 @@ from vrambudget.cli import app
 from vrambudget.deployment import Flags, resolve
 from vrambudget.errors import UserError
 from vrambudget.kv.planner import plan_kv
-from vrambudget.predict import layout_for
+from vrambudget.prediction import layout_for
 from vrambudget.output.render import probe_summary_text
 from vrambudget.probe.session import ProbeOptions, Prober
 from vrambudget.profiles import read_jsonl
@@ -146,7 +146,7 @@ def test_runtime_oom_lowers_the_ceiling(sim, tmp_path):
 def test_runtime_oom_of_the_margin_lowers_the_gmu(sim, tmp_path):
     """A length that starts at GMU 0.99 but whose prompt needs more than the 0.28 GiB left outside the
     budget: the probe records the runtime OOM and moves to the highest GMU predict says serves."""
-    from vrambudget.predict import predict
+    from vrambudget.prediction import predict
 
     d = deployment(gmu=0.99, mnbt=8192)
     sim(faults={"runtime_need_gib": 0.6})

@@ -14,7 +14,7 @@ from vrambudget.budget import compile_peak, features, sampler_peak
 from vrambudget.model.checkpoint import resolve_model
 from vrambudget.deployment import Flags, resolve
 from vrambudget.explain import compare_file
-from vrambudget.predict import layout_for, predict
+from vrambudget.prediction import layout_for, predict
 from vrambudget.units import GiB
 from vrambudget.vllm_rules import rules_for
 

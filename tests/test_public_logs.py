@@ -12,7 +12,7 @@ from vrambudget.hardware import catalog as gpus
 from vrambudget.explain import deployment_from_log
 from vrambudget.logparse import parse_log
 from vrambudget.kv.planner import plan_kv, rounding_band_blocks, tokens_within_rounding
-from vrambudget.predict import layout_for, predict
+from vrambudget.prediction import layout_for, predict
 from vrambudget.units import GiB
 
 from .conftest import FIXTURES

@@ -9,7 +9,7 @@ import pytest
 from vrambudget.explain import compare_file, deployment_from_log
 from vrambudget.logparse import parse_log
 from vrambudget.kv.planner import plan_kv
-from vrambudget.predict import layout_for
+from vrambudget.prediction import layout_for
 
 LAB = Path(__file__).parent / "fixtures" / "lab-vllm-0.26.0-h100" / "quant"
 GiB = 2**30

@@ -114,7 +114,7 @@ def test_bundled_prediction_of_graph_mode_cold_and_warm(cache, logged):
     from vrambudget.hardware import catalog as gpus
     from vrambudget.model.checkpoint import resolve_model
     from vrambudget.deployment import Flags, resolve
-    from vrambudget.predict import predict
+    from vrambudget.prediction import predict
     from vrambudget.vllm_rules import rules_for
 
     d = resolve(resolve_model("qwen3.5-9b"), gpus.lookup("h200"), rules_for("0.20.2"),

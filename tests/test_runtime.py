@@ -99,7 +99,7 @@ def test_simulated_4060ti_mission_deployment_with_flashinfer():
     from vrambudget.hardware import catalog as gpus
     from vrambudget.model.checkpoint import resolve_model
     from vrambudget.deployment import Flags, resolve
-    from vrambudget.predict import predict
+    from vrambudget.prediction import predict
     from vrambudget.vllm_rules import rules_for
 
     s5, v5 = _sim("p5")
@@ -176,7 +176,7 @@ def test_simulated_3090_runtime_oom_that_startup_would_certify():
     memory serving; the probe moved to 0.96, which served. predict says 0.97 starts and does not serve, and puts
     0.96 at the edge: its band holds the measured outcome (the model alone is one GMU step cautious there)."""
     from vrambudget import coefficients
-    from vrambudget.predict import predict
+    from vrambudget.prediction import predict
 
     starts, verifies = _sim("p4")
     assert [s["outcome"] for s in starts] == ["started", "started"]
@@ -194,7 +194,7 @@ def test_simulated_3090_graphs_and_the_eager_warmup():
     measured margin lies inside the verdict's band. Eager at 0.98 failed in the kernel warmup after the KV cache was
     allocated (the FlashInfer autotune on the H100's chip), which predict warns of (and not at 0.97, which started)."""
     from vrambudget import coefficients
-    from vrambudget.predict import predict
+    from vrambudget.prediction import predict
 
     c = coefficients.load("0.20")
     _, verifies = _sim("p3")

@@ -139,7 +139,7 @@ def test_public_vllm_0_29_refusal_on_an_rtx_pro_6000_and_the_start_beside_it():
     from vrambudget.explain import deployment_from_log
     from vrambudget.hardware import catalog as gpus
     from vrambudget.logparse import parse_log
-    from vrambudget.predict import predict
+    from vrambudget.prediction import predict
 
     public = Path(__file__).parent / "fixtures" / "public-logs"
     refused = parse_log((public / "c-rtxpro6000-qwen3.8-27b-seqs1024-v0.29.0.log").read_text())

@@ -13,7 +13,7 @@ from vrambudget.explain import available_from_log, deployment_from_log, gpu_from
 from vrambudget.hardware import catalog as gpus
 from vrambudget.logparse import parse_log
 from vrambudget.model.checkpoint import resolve_model
-from vrambudget.predict import layout_for, predict
+from vrambudget.prediction import layout_for, predict
 from vrambudget.kv.planner import tokens_within_rounding
 from vrambudget.units import GiB
 from vrambudget.vllm_rules import choose_version, rules_for

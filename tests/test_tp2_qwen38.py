@@ -10,7 +10,7 @@ import pytest
 from vrambudget.model.checkpoint import resolve_model
 from vrambudget.explain import compare_file
 from vrambudget.kv.planner import plan_kv, tokens_within_rounding
-from vrambudget.predict import layout_for
+from vrambudget.prediction import layout_for
 from vrambudget.units import GiB
 from vrambudget.vllm_rules import RULES
 from vrambudget.model.weights import (GDN_BA_PROJ, model_tensors, mtp_tensors, replicated_on_ranks, vision_tensors,

@@ -8,7 +8,7 @@ import pytest
 
 from vrambudget.explain import compare_file
 from vrambudget.kv.planner import plan_kv
-from vrambudget.predict import layout_for
+from vrambudget.prediction import layout_for
 from vrambudget.units import GiB
 
 H100 = Path(__file__).parent / "fixtures" / "lab-vllm-0.26.0-h100"

@@ -16,7 +16,7 @@ from .hardware.catalog import GPU, catalog, from_memory
 from .hardware.facts import under_wsl
 from .profiles import read_text
 from .logparse import LogFacts, flags_from_args, parse_log
-from .predict import Prediction, predict
+from .prediction import Prediction, predict
 from .units import GiB
 from .vllm_rules import rules_for
 
@@ -180,7 +180,7 @@ def meaning(cmp: Comparison) -> str:
     """What the log's outcome means, in plain words, with the change that fixes it."""
     import math
 
-    from .predict import min_gmu_for_bytes
+    from .prediction import min_gmu_for_bytes
 
     f, p = cmp.facts, cmp.prediction
     d = p.deployment

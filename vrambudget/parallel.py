@@ -142,7 +142,7 @@ def plan_ranks(d, c, pp: int | None = None, gpus: list[GPU] | None = None,
                partition: str | None = None) -> list[RankPlan]:
     """Every worker's own budget and KV plan (predict on its share); by default the deployment's own stages, cards
     and layer partition. The engine's blocks are the smallest of them (`worst`)."""
-    from .predict import predict
+    from .prediction import predict
 
     pp = pp or d.pp
     return [RankPlan(r, predict(stage_deployment(d, r, pp), c))
@@ -161,7 +161,7 @@ def several(d) -> bool:
 
 def deciding(d, c):
     """The prediction that decides the engine: the worst worker's where there are several, else the deployment's."""
-    from .predict import predict
+    from .prediction import predict
 
     return worst(plan_ranks(d, c)).prediction if several(d) else predict(d, c)
 

@@ -10,8 +10,8 @@ from .coefficients import Coefficients
 from .deployment import Deployment
 from .errors import UserError
 from .budget import weight_bytes
-from .predict import answer as answer_for
-from .predict import min_gmu_for_context, predict
+from .prediction import answer as answer_for
+from .prediction import min_gmu_for_context, predict
 
 PLAN_ORDER = (("CUDA graphs + MTP", False, True), ("CUDA graphs", False, False), ("eager + MTP", True, True),
               ("eager", True, False))  # fastest first (the mission's measurements: graphs + MTP ~4x eager)

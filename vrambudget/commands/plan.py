@@ -35,7 +35,7 @@ def plan(opts: DeploymentOptions,
         from ..plan import best as choose
         from ..plan import plan as run_plan
         from ..plan import what_would
-        from ..predict import predict as run
+        from ..prediction import predict as run
         from ..units import parse_tokens
 
         sc.check_format(fmt)

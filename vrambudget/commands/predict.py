@@ -28,8 +28,8 @@ def predict(opts: DeploymentOptions, **own: Any) -> None:
 
     def go() -> None:
         from ..output.render import kv_only_text, prediction_text, subject_line
-        from ..predict import answer, answer_json, cannot_start_at_all, kv_only, min_gmu_for_context
-        from ..predict import predict as run
+        from ..prediction import answer, answer_json, cannot_start_at_all, kv_only, min_gmu_for_context
+        from ..prediction import predict as run
         from ..units import parse_tokens
 
         if available_kv_gib is not None and target_context:
@@ -92,7 +92,7 @@ def predict(opts: DeploymentOptions, **own: Any) -> None:
             echo(prediction_text(p, ans))
         if plot:
             from ..output import plots
-            from ..predict import variants
+            from ..prediction import variants
 
             ax = plots.budget_bars([("this", p)] + variants(d, c),
                                    title=f"{d.model.ref} on {d.gpu.name}, GMU {d.gmu:.2f}")

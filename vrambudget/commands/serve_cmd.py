@@ -39,7 +39,7 @@ def serve_cmd(opts: DeploymentOptions,
 
         from ..output import servecmd as sc
 
-        from ..predict import fit_max_num_seqs
+        from ..prediction import fit_max_num_seqs
 
         sc.check_format(fmt)
         if vllm_bin is not None and fmt != "systemd":

@@ -30,7 +30,7 @@ def table(opts: DeploymentOptions, **own: Any) -> None:
 
     def go() -> None:
         from ..output.render import table_text
-        from ..predict import ceiling_table, target_row
+        from ..prediction import ceiling_table, target_row
         from ..units import parse_tokens
 
         from pathlib import Path

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..errors import UserError
-from ..predict import Prediction
+from ..prediction import Prediction
 from ..units import GiB
 
 TERMS = [("weights", "weights_bytes"), ("MTP head", "mtp_weights_bytes"), ("activation peak", "activation_bytes"),

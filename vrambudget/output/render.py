@@ -9,7 +9,7 @@ from tabulate import tabulate
 from ..coefficients import Coefficients
 from ..deployment import Deployment, gmu_flag
 from ..hardware.facts import gdn_prefill_path, unified_memory_band
-from ..predict import Answer, Prediction
+from ..prediction import Answer, Prediction
 from ..runtime import Verdict
 from ..units import GiB, MiB
 
@@ -147,7 +147,7 @@ def _fix(p: Prediction) -> str:
     d = p.deployment
     if p.plan.ceiling and p.budget.available_kv_bytes > 0:
         from ..kv.planner import kv_needed_bytes
-        from ..predict import layout_for, min_gmu_for_bytes
+        from ..prediction import layout_for, min_gmu_for_bytes
 
         g = min_gmu_for_bytes(d, p.budget.non_kv_bytes, kv_needed_bytes(layout_for(d), d.max_model_len, d.rules))
         auto = "" if p.ceiling < min(p.plan.ceiling, d.model.arch.max_position_embeddings) else " (or auto)"

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..deployment import Deployment
 from ..errors import UserError
-from ..predict import Prediction
+from ..prediction import Prediction
 
 COMPOSE_IMAGE = "vllm/vllm-openai:v{version}"
 

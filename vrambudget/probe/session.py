@@ -21,7 +21,7 @@ from ..errors import UserError
 from ..kv.planner import ceiling_for, kv_needed_bytes
 from ..logparse import LogFacts, parse_log
 from ..parallel import deciding, ranks, several, stage_deployment
-from ..predict import fit_max_num_seqs, layout_for, min_gmu_for_context, predict
+from ..prediction import fit_max_num_seqs, layout_for, min_gmu_for_context, predict
 from ..units import GiB
 from . import phases, records, search
 from .server import GpuWatch, MemoryBlocker, ServerProcess, engine_devices, free_port, port_in_use
