@@ -33,7 +33,7 @@ from vrambudget.explain import available_from_log, compare_file, deployment_from
 from vrambudget.logparse import parse_log
 from vrambudget.kv.planner import (ceiling_for, plan_kv, reproduces_within_rounding, rounding_band_blocks,
                                    tokens_within_rounding)
-from vrambudget.predict import layout_for
+from vrambudget.prediction import layout_for
 from vrambudget.units import GiB
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -86,7 +86,7 @@ def group(f, d) -> str:
 def lab_model(path: Path) -> str | None:
     """The config a lab log's vLLM read where the lab wrote it on the host (/tmp/models/NAME, from a plan's models
     entry): tests/fixtures/models/lab-NAME holds it (a profile's name is found by the log's model argument)."""
-    m = re.search(r"model(?:_tag)?='/tmp/models/([^']+)'", path.read_text(errors="replace")[:20000])
+    m = re.search(r"model(?:_tag)?='/tmp/(?:models|mm)/([^']+)'", path.read_text(errors="replace")[:20000])
     if m:
         name = m.group(1).rstrip("/")
         models = ROOT / "tests" / "fixtures" / "models"
@@ -279,7 +279,7 @@ def main(argv: list[str]) -> int:
     as_json = "--json" in argv
     paths = [a for a in argv if a != "--json"]
     fx = ROOT / "tests" / "fixtures"
-    logs = [Path(p) for p in paths] or sorted(p for p in fx.rglob("*.log") if is_plain_startup(p))
+    logs = [Path(p).resolve() for p in paths] or sorted(p for p in fx.rglob("*.log") if is_plain_startup(p))
     worst = 0.0
     rows = []
     by_gpu: dict[str, dict] = defaultdict(lambda: {"logs": 0, "errors": [], "plans": [], "unknown": set(),

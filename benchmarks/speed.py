@@ -60,7 +60,7 @@ def main() -> int:
     from vrambudget.hardware import catalog as gpus
     from vrambudget.model.checkpoint import resolve_model
     from vrambudget.deployment import Flags, resolve
-    from vrambudget.predict import ceiling_table
+    from vrambudget.prediction import ceiling_table
     from vrambudget.vllm_rules import rules_for
 
     d = resolve(resolve_model(None), gpus.lookup("4060ti"), rules_for(None), Flags())

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from .layers.mla import MLA, chunked_prefill_workspace_tokens
 from .model.arch import ModelArch
 from .model.checkpoint import weights_from_tensors
 from .model.lora import lora_buffer_bytes
@@ -116,6 +117,12 @@ def weight_bytes(d: Deployment) -> WeightBytes:
     """Exact from safetensors headers where the model has them, else computed from the config; with --enable-lora,
     the LoRA slots vLLM allocates as it loads (model/lora.py) are part of the model's load."""
     w = _checkpoint_bytes(d)
+    v = d.model.arch.vision
+    if d.with_vision and v is not None and v.deepstack:
+        # Qwen3-VL keeps one max_num_batched_tokens x hidden buffer per deepstack level for the visual features it
+        # adds to the first layers (vLLM 0.33 qwen3_vl.py deepstack_input_embeds, allocated with the model)
+        extra = v.deepstack * d.max_num_batched_tokens * d.model.arch.hidden_size * dtype_bytes(d.model.arch.dtype)
+        w = WeightBytes(w.model, w.mtp, w.vision + extra, w.source)
     if d.lora is None or d.lora_left_out:
         return w
     extra = lora_buffer_bytes(d.model.arch, d.lora, d.tp, dtype_bytes(d.model.arch.dtype))
@@ -178,7 +185,8 @@ class Features:
     # -1: not computed (records before 2026-11-24: the measured activation_moe_extra_bytes stands for it)
     moe_workspace_bytes: int = -1
     mxfp4_moe_layers: int = 0  # layers whose experts are MXFP4 (their load keeps a measured extra)
-    mla_heads: int = 0  # query heads per rank of an MLA model (its prefill's per-head K and V), 0 without MLA
+    mla_heads: int = 0  # query heads per rank of an MLA model, 0 without MLA
+    mla_profile_bytes: int = 0  # an MLA layer's profile-run peak (layers/mla.py profile_bytes), 0 without MLA
     sampler_fp32_pass: bool = False  # V2's dummy sampler also runs real sampling parameters (vLLM 0.33)
     sampler_runs: bool = True  # the dummy sampler runs here (pipeline parallel: on the last stage only)
     # pipeline parallel, a stage after the first: the intermediate tensors it receives (hidden states and residual,
@@ -270,8 +278,20 @@ def features(d: Deployment, w: WeightBytes | None = None) -> Features:
                                                           d.pp_first) if kept > 0 else 0,
         mlp_forward_bytes=a.mlp_forward_bytes(d.max_num_batched_tokens, d.tp, dtype_bytes(a.dtype), d.pp_first)
         if d.enforce_eager else 0,
-        mla_heads=a.num_attention_heads // d.tp if a.uses_mla else 0, consumed_budget=d.rules.runner_buffers_in_budget,
+        mla_heads=a.num_attention_heads // d.tp if a.uses_mla else 0, mla_profile_bytes=mla_profile_bytes(d), consumed_budget=d.rules.runner_buffers_in_budget,
         drafter_model=d.spec_tokens > 0 and d.speculative_method != "ngram")
+
+
+def mla_profile_bytes(d: Deployment) -> int:
+    """The MLA layers' profile-run peak (bytes per rank; 0 without MLA): layers/mla.py, with vLLM's chunked-prefill
+    workspace for this context, batch and MLA block."""
+    mla = next((layer.mixer for layer in d.model.arch.layers if isinstance(layer.mixer, MLA)), None)
+    if mla is None:
+        return 0
+    workspace = chunked_prefill_workspace_tokens(d.max_model_len, d.max_num_seqs, d.mla_block_size,
+                                                 d.rules.mla_workspace_seq_floor)
+    return mla.profile_bytes(d.max_num_batched_tokens, d.tp, dtype_bytes(d.model.arch.dtype), workspace,
+                             eager=d.enforce_eager)
 
 
 def kept_moe_workspace_bytes(d: Deployment) -> int:
@@ -355,9 +375,9 @@ def forward_peak(f: Features, c: Coefficients) -> float:
     forward += jit
     if f.moe_workspace_bytes > 0 or f.mla_heads:
         # a layer after an MoE layer runs beside the fused-MoE scratch that one kept: its own transients (MLA's
-        # per-head K and V, a fresh machine's Triton JIT) peak on top of it where the MLP term does not
-        forward = max(forward, max(f.moe_workspace_bytes, 0) + jit
-                      + c.get("activation_mla_per_token_head_bytes", 0.0) * f.tokens * f.mla_heads)
+        # profile placeholder and live tensors, a fresh machine's Triton JIT) peak on top of it where the MLP term
+        # does not
+        forward = max(forward, max(f.moe_workspace_bytes, 0) + jit + f.mla_profile_bytes)
     if f.eager:
         return forward
     if f.compile_cache in ("cold", "fresh") and not f.with_encoder and f.embeds_in_graph:
@@ -581,11 +601,17 @@ def cudagraph_estimate_v2(f: Features, c: Coefficients) -> float:
     return est * v2_graph_factor(f, c) + c.get("cudagraph_offset_bytes", 0.0)
 
 
+def v2_graph_kind(mla: bool, mxfp4: bool, moe: bool) -> str:
+    """The coefficient that scales a kind of model's V2 graph estimate ('' for a dense model): MLA, else MXFP4
+    experts, else an MoE."""
+    return ("cudagraph_v2_mla_factor" if mla else "cudagraph_v2_mxfp4_factor" if mxfp4
+            else "cudagraph_v2_moe_factor" if moe else "")
+
+
 def v2_graph_factor(f: Features, c: Coefficients) -> float:
-    """The measured ratio of a kind of model's V2 graph estimate to the dense one's (1 where none was measured):
-    MLA, else MXFP4 experts, else an MoE; times a tensor-parallel rank's."""
-    kind = ("cudagraph_v2_mla_factor" if f.mla_heads else "cudagraph_v2_mxfp4_factor" if f.mxfp4_moe_layers
-            else "cudagraph_v2_moe_factor" if f.moe else "")
+    """The measured ratio of a kind of model's V2 graph estimate to the dense one's (1 where none was measured),
+    times a tensor-parallel rank's."""
+    kind = v2_graph_kind(bool(f.mla_heads), bool(f.mxfp4_moe_layers), f.moe)
     factor = c.get(kind, 1.0) if kind else 1.0
     return factor * (c.get("cudagraph_v2_tp_factor", 1.0) if f.tp > 1 else 1.0)
 

@@ -185,6 +185,15 @@ class Deployment:
     prompt_lookup_max: int | None = None
 
     @property
+    def mla_block_size(self) -> int:
+        """The MLA backend's block on this GPU for this KV dtype (16 where the model has no MLA)."""
+        if not self.model.arch.uses_mla:
+            return 16
+        from .hardware.facts import mla_backend
+
+        return mla_backend(self.gpu, kv_backend_class(self.kv_cache_dtype))[1]
+
+    @property
     def version_label(self) -> str:
         """The vLLM version modelled and whether it was measured (VersionChoice.label)."""
         return self.vllm.label if self.vllm else f"vLLM {self.rules.version}"

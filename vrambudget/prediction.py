@@ -11,7 +11,7 @@ from typing import Any
 from .budget import Budget, budget, features, weight_bytes
 from .hardware.facts import flashinfer_autotunes, gdn_prefill_path, unified_memory_band
 from .runtime import RuntimeNeed, Verdict, eager_warmup_bytes, max_serving_gmu
-from .serving import budget_error, graph_mode, host_share_term, runtime_for, start_verdict
+from .serving import budget_error, graph_kind_band, graph_mode, host_share_term, runtime_for, start_verdict
 from .start_checks import StartCheck, mamba_check_applies, start_checks
 from .coefficients import Coefficients
 from .deployment import Deployment
@@ -40,22 +40,12 @@ def layout_for(d: Deployment) -> KVLayout:
         draft_attention_layers=a.mtp_layers if d.mtp else 0, tp=d.tp, mamba_blocks=mamba_blocks,
         block_multiple=d.rules.align_block_multiple_hopper if hopper_align else d.rules.hybrid_block_multiple,
         max_num_batched_tokens=d.max_num_batched_tokens, in_flight_batches=d.rules.sliding_in_flight_batches,
-        kv_scale_bytes=d.kv_scale_bytes, drafter=draft_layers(d), mla_block_size=mla_block_size(d))
+        kv_scale_bytes=d.kv_scale_bytes, drafter=draft_layers(d), mla_block_size=d.mla_block_size)
 
 
 def started_length(plan: KVPlan, d: Deployment) -> int:
     """The max_model_len vLLM starts with: the one asked for, or with auto-fit the ceiling below it (tokens)."""
     return plan.max_model_len if not d.auto_fit else min(plan.ceiling, plan.max_model_len)
-
-
-def mla_block_size(d: Deployment) -> int:
-    """The MLA backend's block on this GPU for this KV dtype (16 where the model has no MLA)."""
-    if not d.model.arch.uses_mla:
-        return 16
-    from .deployment import kv_backend_class
-    from .hardware.facts import mla_backend
-
-    return mla_backend(d.gpu, kv_backend_class(d.kv_cache_dtype))[1]
 
 
 def draft_layers(d: Deployment) -> tuple[DraftLayers, ...]:
@@ -241,6 +231,10 @@ def estimated_terms(d: Deployment, b: Budget, c: Coefficients | None = None) -> 
     if d.drafter is not None and d.spec_tokens:
         out.append(f"DFlash drafter {d.drafter.name}: weights from its config (one vLLM 0.26.0 startup: within "
                    "0.05 GiB), its CUDA graphs not measured (KV layers checked on vLLM 0.20 and 0.26.0 logs)")
+    band = graph_kind_band(c, d, b) if c is not None and b.cudagraph_in_budget and b.cudagraph_bytes else None
+    if band is not None and band.source:
+        out.append(f"CUDA-graph estimate of this kind of model on Model Runner V2 ({band.source}: "
+                   f"{-band.high / GiB:+.2f} to {-band.low / GiB:+.2f} GiB of KV memory here)")
     if d.with_vision:
         out.append("vision encoder profiling peak (measured on Qwen3.5 0.8B and 9B towers, vLLM 0.20.2 and 0.26.0, "
                    "an H100, and its split over TP ranks on the 27B's tower at TP 2, vLLM 0.26.0, two H200s; maximum "

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .budget import Budget, Features, features, forward_peak, sampler_peak
+from .budget import Budget, Features, features, forward_peak, sampler_peak, v2_graph_kind
 from .budget import graph_mode as budget_graph_mode
 from .coefficients import Coefficients
 from .deployment import Deployment
@@ -118,8 +118,26 @@ def budget_error(c: Coefficients, d: Deployment, b: Budget) -> Coef:
     err = activation_error(c, d.max_num_batched_tokens)
     if b.cudagraph_in_budget and b.cudagraph_bytes:
         g = _coef(c, "cudagraph_estimate_error_bytes")
-        return Coef(0.0, err.low + g.low, err.high + g.high, f"{err.source}; {g.source}")
+        k = graph_kind_band(c, d, b)
+        return Coef(0.0, err.low + g.low + k.low, err.high + g.high + k.high,
+                    "; ".join(s for s in (err.source, g.source, k.source) if s))
     return err
+
+
+def graph_kind_band(c: Coefficients, d: Deployment, b: Budget) -> Coef:
+    """Truth - model of a V2 graph estimate scaled by a kind of model's factor (MoE, MXFP4, MLA), where that factor's
+    logs disagree: the estimate at the lowest and highest factor measured (bytes; 0 elsewhere)."""
+    if d.runner != "v2":
+        return Coef(0.0, 0.0, 0.0, "")
+    a = d.model.arch
+    mxfp4 = a.moe is not None and (a.quantization or {}).get("quant_method") == "mxfp4"
+    kind = v2_graph_kind(a.uses_mla, mxfp4, a.moe is not None)
+    item = c.items.get(kind) if kind else None
+    if item is None or item.low == item.high or not item.value:
+        return Coef(0.0, 0.0, 0.0, "")
+    dense = b.cudagraph_bytes / item.value
+    return Coef(0.0, dense * (item.low - item.value), dense * (item.high - item.value),
+                f"{kind.replace('_', ' ')} measured x{item.low:g} to x{item.high:g}")
 
 
 def host_share_term(d: Deployment) -> Term | None:

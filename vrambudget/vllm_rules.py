@@ -81,6 +81,10 @@ class VllmRules:
     # Whether the fused-MoE scratch stays allocated after a forward (v1/worker/workspace.py WorkspaceManager, from
     # 0.13.0; 0.10.2-0.12.0 allocate it per call), so that the sampler's dummy run peaks on top of it
     moe_workspace_kept: bool = True
+    # MLA's chunked-prefill workspace (tokens), which sizes the placeholder an MLA layer allocates in the profile run
+    # (mla_attention.py determine_chunked_prefill_workspace_size): 0.26.0 raises it to max_num_seqs x block_size at
+    # least; 0.33.0 rounds it up to a whole block instead (read in each wheel's source; 0.27-0.32 not read: as 0.26)
+    mla_workspace_seq_floor: bool = True
     # 0.27+: the budget is requested - (the drop in free memory over loading and profiling + the profile's transient
     # peak) (utils/mem_utils.py), so buffers a runner keeps from its start count: Model Runner V2's per-request
     # sampling state (budget.v2_runner_buffers); before, only weights + torch peak increase + non-torch counted
@@ -171,7 +175,7 @@ RULES["0.29"] = replace(RULES["0.28"], version="0.29", reserved_null_blocks=1, v
 RULES["0.33"] = replace(RULES["0.29"], version="0.33", align_block_multiple_hopper=64, align_hopper_extra_blocks=1,
                         v2_sampler_fp32_pass=True, covers="", uniform_decode_capture=True, ngram_tokens_on_gpu=True,
                         # 4-bit AWQ layers load at their computed size (Qwen3.5-9B-AWQ + MTP 2: 10.56 GiB, 0.26.0: 10.66)
-                        int4_group_load_extra_bytes=0.0,
+                        int4_group_load_extra_bytes=0.0, mla_workspace_seq_floor=False,
                         measured="vLLM 0.33.0 startups on H100 and 4x H200 (tests/fixtures/lab-vllm-0.33.0-*)",
                         description="vLLM 0.33.x, the current release (measured: 20 `vllm serve` startups of 0.33.0 on "
                         "H200s, torch 2.14.0)")
@@ -237,7 +241,9 @@ CHANGES: dict[tuple[str, str], tuple[str, ...]] = {
     ("0.28", "0.29"): ("Model Runner V2 for every model (hybrids and MoE included), its CUDA graphs estimated into "
                        "the budget", "one null block kept back from the ceiling check"),
     ("0.29", "0.33"): ("align-mode block multiple 64 on Hopper with FlashInfer's GDN prefill, one more state block",
-                       "Model Runner V2's dummy sampler adds an fp32 pass with real sampling parameters"),
+                       "Model Runner V2's dummy sampler adds an fp32 pass with real sampling parameters",
+                       "MLA's chunked-prefill workspace rounded up to a block, no longer raised to a block per "
+                       "sequence (source)"),
 }
 
 

@@ -29,6 +29,11 @@ def serve_cmd(opts: DeploymentOptions,
                                   "absolute path for ExecStart (default: the vllm on PATH here).")] = None,
               master_addr: Annotated[Optional[str], typer.Option("--master-addr", help="With --nodes: the head "
                                      "host's address the other hosts reach.")] = None,
+              kv_cache_memory: Annotated[bool, typer.Option("--kv-cache-memory", help="Write vLLM's --kv-cache-memory "
+                                         "(bytes) instead of the GMU: the KV memory this budget leaves at the GMU, "
+                                         "the CUDA-graph memory counted once (vLLM's own suggestion counts it twice "
+                                         "in some versions). vLLM then reserves exactly that and ignores the GMU.")]
+              = False,
               out: Annotated[Optional[str], typer.Option("--out", help="Write to this file instead of stdout.")] = None,
               force: Annotated[bool, typer.Option("--force", help="Replace --out if it exists.")] = False) -> None:
     """Print the `vllm serve` command for a configuration (max_model_len: the predicted ceiling or
@@ -65,7 +70,13 @@ def serve_cmd(opts: DeploymentOptions,
         else:
             mml = sc.choose_max_model_len(p, margin)
         model = sc.model_argument(d, checkpoint)
-        cmd = sc.build_command(d, p, model, mml, port, served_model_name)
+        kv_bytes = None
+        if kv_cache_memory:
+            kv_bytes = p.budget.available_kv_bytes
+            if kv_bytes <= 0:
+                raise UserError(f"--kv-cache-memory: this budget leaves no KV memory at GMU {d.gmu:.2f} "
+                                f"({kv_bytes / 2**30:.2f} GiB): nothing to reserve")
+        cmd = sc.build_command(d, p, model, mml, port, served_model_name, kv_cache_bytes=kv_bytes)
         if d.nodes > 1:
             cmd.hosts = sc.host_steps(d, cmd.argv, master_addr)
         if model.placeholder:

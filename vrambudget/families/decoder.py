@@ -97,6 +97,7 @@ def _vision(cfg: dict[str, Any]) -> VisionConfig | None:
         temporal_patch=int(v.get("temporal_patch_size", 2)), in_channels=int(v.get("in_channels", 3)),
         spatial_merge=int(v.get("spatial_merge_size", 2)),
         num_position_embeddings=int(v.get("num_position_embeddings", 0)),
+        deepstack=len(v.get("deepstack_visual_indexes") or ()),
     )
 
 

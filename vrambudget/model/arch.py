@@ -31,6 +31,7 @@ class VisionConfig:
     in_channels: int
     spatial_merge: int
     num_position_embeddings: int
+    deepstack: int = 0  # Qwen3-VL's deepstack mergers (len(deepstack_visual_indexes)): a patch merger each
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ quant_config: Qwen/Qwen3.6-27B-FP8 stores them in fp8, the Lorbus AutoRound expo
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from dataclasses import dataclass, replace
 from typing import Any, Iterator
@@ -55,6 +56,24 @@ class Int4Load:
         return act_order or self.g_idx_kept
 
 
+def ignored(name: str, pattern: str) -> bool:
+    """Whether a checkpoint's ignore entry (modules_to_not_convert, ignore, exclude_modules) keeps tensor `name`
+    unquantized, as vLLM 0.33 matches them: 're:' a regular expression (compressed-tensors); a wildcard entry a glob,
+    'X*' also X itself (ModelOpt's exclude_modules, modelopt.py fnmatch); a dot-free entry a whole component of the
+    module path, never part of one (FP8's exact module match: 'gate' is MiniMax-M2's router, not its experts'
+    gate_proj); a dotted entry the module path or a part of it."""
+    if not pattern:
+        return False
+    if pattern.startswith("re:"):
+        return re.match(pattern[3:], name) is not None
+    if "*" in pattern or "?" in pattern:
+        stem = pattern[:-1] if pattern.endswith("*") else None
+        return fnmatch.fnmatchcase(name, pattern) or (stem is not None and (name == stem or name.startswith(stem + ".")))
+    if "." not in pattern:
+        return pattern in name.split(".")
+    return pattern in name or name.endswith(pattern)
+
+
 @dataclass(frozen=True)
 class QuantScheme:
     """How a quantized Linear is stored. method: none|fp8|awq|gptq|int-pack|nvfp4."""
@@ -83,13 +102,7 @@ class QuantScheme:
             return False
         if self.only and not any(t.name.startswith(block) for block in self.only):
             return False
-        for pat in self.ignore:
-            if pat.startswith("re:"):
-                if re.match(pat[3:], t.name):
-                    return False
-            elif pat and (pat in t.name or t.name.endswith(pat)):
-                return False
-        return True
+        return not any(ignored(t.name, pat) for pat in self.ignore)
 
     def values_bytes(self, n: int) -> int:
         """Bytes of `n` quantized weight values as stored (packed), without their scales."""
@@ -281,6 +294,10 @@ def vision_tensors(a: ModelArch) -> Iterator[Tensor]:
     yield Tensor("visual.merger.norm", 2 * h, 1, linear=False, part="vision")
     yield Tensor("visual.merger.linear_fc1", merged, merged, bias=True, part="vision")
     yield Tensor("visual.merger.linear_fc2", merged, v.out_hidden, bias=True, part="vision")
+    for i in range(v.deepstack):  # Qwen3-VL: one merger per deepstack level, its LayerNorm over the merged width
+        yield Tensor(f"visual.deepstack_merger_list.{i}.norm", 2 * merged, 1, linear=False, part="vision")
+        yield Tensor(f"visual.deepstack_merger_list.{i}.linear_fc1", merged, merged, bias=True, part="vision")
+        yield Tensor(f"visual.deepstack_merger_list.{i}.linear_fc2", merged, v.out_hidden, bias=True, part="vision")
 
 
 @dataclass(frozen=True)

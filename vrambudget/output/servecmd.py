@@ -172,7 +172,9 @@ def _drafter_for_vllm(d: Deployment, flags: list[str]) -> list[str]:
 
 
 def build_command(d: Deployment, p: Prediction, model: ModelArgument, max_model_len: int, port: int,
-                  served_name: str | None) -> ServeCommand:
+                  served_name: str | None, kv_cache_bytes: int | None = None) -> ServeCommand:
+    """`vllm serve` for this deployment; `kv_cache_bytes`: vLLM's --kv-cache-memory in place of the GMU (vLLM 0.33
+    gpu_worker.py: it runs the profile, then reserves exactly that for the KV cache and ignores the GMU)."""
     from ..inputs import check_name
 
     check_name(model.value, "--checkpoint")
@@ -188,7 +190,10 @@ def build_command(d: Deployment, p: Prediction, model: ModelArgument, max_model_
     if d.draft_model:
         check_name(d.draft_model, "the DFlash drafter's folder")
         local.append(d.draft_model)
-    args = ["serve", model.value, "--port", str(port), *_drafter_for_vllm(d, d.serve_flags(max_model_len))]
+    flags = _drafter_for_vllm(d, d.serve_flags(max_model_len))
+    if kv_cache_bytes is not None:
+        flags = _without(flags, "--gpu-memory-utilization") + ["--kv-cache-memory", str(kv_cache_bytes)]
+    args = ["serve", model.value, "--port", str(port), *flags]
     if served_name:
         # a name beginning with '-' as its own word would be read as an option (argparse; vLLM rewrites '--a_b' and
         # '-a.b' words too): joined with '=', argparse and vLLM's rewriting take all after the first '=' verbatim
@@ -201,6 +206,19 @@ def build_command(d: Deployment, p: Prediction, model: ModelArgument, max_model_
                         "over; consider --margin 5%")
     return ServeCommand(args, max_model_len, p.ceiling, warnings, model.how if model.placeholder else "",
                         local_paths=list(dict.fromkeys(local)))
+
+
+def _without(flags: list[str], option: str) -> list[str]:
+    """The flags less one option and its value."""
+    out, skip = [], False
+    for f in flags:
+        if skip:
+            skip = False
+        elif f == option:
+            skip = True
+        elif not f.startswith(option + "="):
+            out.append(f)
+    return out
 
 
 def image_version(rules_version: str) -> str:
