@@ -29,7 +29,7 @@ from tabulate import tabulate
 
 from vrambudget.hardware import catalog as gpus
 from vrambudget.errors import UserError
-from vrambudget.explain import available_from_log, compare_file, deployment_from_log, logged_worker
+from vrambudget.comparison import available_from_log, compare_file, deployment_from_log, logged_worker
 from vrambudget.logparse import parse_log
 from vrambudget.kv.planner import (ceiling_for, plan_kv, reproduces_within_rounding, rounding_band_blocks,
                                    tokens_within_rounding)

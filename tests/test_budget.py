@@ -2,7 +2,7 @@
 
 import pytest
 
-from vrambudget.explain import compare_file
+from vrambudget.comparison import compare_file
 from vrambudget.units import GiB
 
 from .conftest import FIXTURES, LOGS

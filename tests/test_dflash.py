@@ -76,7 +76,7 @@ def test_vllm_0_26_lab_startup_with_the_drafter():
     """A real vLLM 0.26.0 startup (H100, dummy weights, eager, fp8 KV, 8 seqs / 2048 tokens, 5 speculative tokens):
     0.26 forces its V2 model runner for a drafter of mixed sliding / full layers, builds the 4 sliding layers
     (block 1616: 69 groups of one layer, no padding) and logs 514,752 tokens for 262,144 (1.96x) from 18.64 GiB."""
-    from vrambudget.explain import compare_file
+    from vrambudget.comparison import compare_file
     from vrambudget.logparse import parse_log
     from vrambudget.kv.planner import tokens_within_rounding
 

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from vrambudget.cli import app
-from vrambudget.explain import compare_file, explain_json, meaning
+from vrambudget.comparison import compare_file, explain_json, meaning
 
 from .conftest import FIXTURES, LOGS
 

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from vrambudget.cli import app
 from vrambudget.errors import UserError
-from vrambudget.explain import compare_file
+from vrambudget.comparison import compare_file
 from vrambudget.kv.planner import plan_kv
 from vrambudget.families import arch_from_config
 from vrambudget.prediction import layout_for
@@ -139,7 +139,7 @@ UNKNOWN = [  # architectures and layer patterns no family claims: each refused i
     ({"architectures": ["FalconH1ForCausalLM"], "model_type": "falcon_h1"}, "FalconH1ForCausalLM"),
     ({"architectures": ["GraniteMoeHybridForCausalLM"], "model_type": "granitemoehybrid"}, "GraniteMoeHybrid"),
     ({"architectures": ["MiMoV2FlashForCausalLM"], "model_type": "mimo_v2_flash"}, "MiMoV2FlashForCausalLM"),
-    ({"architectures": ["Qwen3VLForConditionalGeneration"], "model_type": "qwen3_vl"}, "Qwen3VLForConditional"),
+    ({"architectures": ["Qwen2VLForConditionalGeneration"], "model_type": "qwen2_vl"}, "Qwen2VLForConditional"),
     ({"architectures": ["BertModel"], "model_type": "bert"}, "BertModel"),
     ({"architectures": ["DeepseekV32ForCausalLM"], "model_type": "deepseek_v32", "kv_lora_rank": 512,
       "index_topk": 2048}, "lightning indexer"),
@@ -172,3 +172,47 @@ def test_models_lists_the_families_with_their_evidence():
     names = [f["name"] for f in fams]
     assert any("MLA" in n for n in names) and any("Mamba2" in n for n in names) and any("gpt-oss" in n for n in names)
     assert all(f["evidence"] and f["architectures"] for f in fams)
+
+
+def test_qwen3_vl_plans_its_text_model_and_refuses_its_towers_profile(capsys):
+    from .cli_run import run
+
+    m = str(Path(__file__).resolve().parent / "fixtures" / "models" / "qwen3-vl-8b-instruct")
+    code, out, _ = run(["predict", "--model", m, "--gpu", "h100", "--language-model-only", "--json"], capsys)
+    assert code == 0 and json.loads(out)["inputs"]["language_model_only"] is True
+    for flags in ([], ["--with-vision"]):  # vLLM loads the tower unless told otherwise: not modelled, refused
+        code, _, err = run(["predict", "--model", m, "--gpu", "h100", *flags], capsys)
+        assert code == 2 and err.count("\n") == 1 and "deepstack vision tower" in err and "--language-model-only" in err
+    # the tower's weights with its three deepstack mergers and the deepstack buffers: 16.63 GiB logged with it
+    from vrambudget.comparison import compare_file
+
+    log = Path(__file__).resolve().parent / "fixtures" / "lab-vllm-0.33.0-h100" / "vision" / "q3vl-8b-vis.log"
+    from vrambudget.errors import UserError
+
+    with pytest.raises(UserError, match="deepstack"):
+        compare_file(log, model=m)
+
+
+@pytest.mark.parametrize("log, model, bound", [("q3vl-8b-lmo", "qwen3-vl-8b-instruct", 0.05),
+                                               ("g3-27b-lmo", "gemma-3-27b-it", 0.05),
+                                               # its weights load 0.12 GiB above the plan (not traced)
+                                               ("q25vl-7b-lmo", "qwen2.5-vl-7b-instruct", 0.20)])
+def test_the_vl_families_text_models_within_their_bound_of_a_real_startup(log, model, bound):
+    # vLLM 0.33.0 on an H200 with --language-model-only at serve's defaults (plan h200x4-0.33.0-issue46b)
+    from vrambudget.comparison import compare_file
+
+    fx = Path(__file__).resolve().parent / "fixtures"
+    c = compare_file(fx / "lab-vllm-0.33.0-h200" / "vision" / f"{log}.log", model=str(fx / "models" / model))
+    rows = {r[0]: r for r in c.rows}
+    assert abs(rows["available KV cache"][3]) <= bound, rows["available KV cache"]
+
+
+def test_a_piecewise_graphs_memory_grows_with_the_layers():
+    # Gemma 3 27B (62 layers) on vLLM 0.33.0: 1.42 GiB of V2 graph estimate logged, where a constant per PIECEWISE
+    # graph (fitted on 32-36-layer models) gave 1.05; per graph and layer: 1.46
+    from vrambudget.comparison import compare_file
+
+    fx = Path(__file__).resolve().parent / "fixtures"
+    c = compare_file(fx / "lab-vllm-0.33.0-h200" / "vision" / "g3-27b-lmo.log", model=str(fx / "models" / "gemma-3-27b-it"))
+    rows = {r[0]: r for r in c.rows}
+    assert rows["CUDA graph estimate"][1] == 1.42 and abs(rows["CUDA graph estimate"][3]) <= 0.05

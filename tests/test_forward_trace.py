@@ -12,7 +12,7 @@ import pytest
 
 from vrambudget import coefficients
 from vrambudget.budget import features, mlp_peak, moe_attention_peak
-from vrambudget.explain import deployment_from_log
+from vrambudget.comparison import deployment_from_log
 from vrambudget.hardware.catalog import lookup
 from vrambudget.logparse import parse_log
 from vrambudget.prediction import predict

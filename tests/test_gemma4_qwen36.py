@@ -14,7 +14,7 @@ import pytest
 
 from vrambudget.families import arch_from_config
 from vrambudget.model.arch import FULL, SLIDING
-from vrambudget.explain import compare_file
+from vrambudget.comparison import compare_file
 from vrambudget.hardware.catalog import lookup
 from vrambudget.hardware.facts import attention_backend
 from vrambudget.kv.planner import reproduces_within_rounding

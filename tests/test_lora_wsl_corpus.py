@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 
 from vrambudget.deployment import Flags, resolve
-from vrambudget.explain import deployment_from_log, gpu_from_log
+from vrambudget.comparison import deployment_from_log, gpu_from_log
 from vrambudget.hardware import catalog as gpus
 from vrambudget.hardware.facts import under_wsl
 from vrambudget.logparse import flags_from_args, parse_log

@@ -56,7 +56,7 @@ def test_three_boot_states_within_0_05(log, state, logged):
     graphs but compiles their Triton kernels again (0.38: the warm retry of a fresh boot, and a boot after
     ~/.triton was removed), and a fully warm boot (0.30): explain reads each state from the log and predicts the
     available KV memory within 0.05 GiB."""
-    from vrambudget.explain import compare, deployment_from_log
+    from vrambudget.comparison import compare, deployment_from_log
 
     f = parse_log((OUT / log).read_text())
     d = deployment_from_log(f)

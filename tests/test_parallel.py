@@ -130,7 +130,7 @@ def test_every_worker_of_the_lab_runs_within_its_bound(name, model, partition):
     it (the first stage of Qwen3-30B-A3B, whose peak is its attention beside the kept fused-MoE scratch, within
     0.01: 0.84 GiB logged and modelled), and the engine's KV cache tokens (the fewest blocks of the workers) as
     vLLM logged them."""
-    from vrambudget.explain import deployment_from_log
+    from vrambudget.comparison import deployment_from_log
     from vrambudget.logparse import parse_log, worker_budgets
 
     text = (LAB / f"{name}.log").read_text()

@@ -13,7 +13,7 @@ from vrambudget.hardware import catalog as gpus
 from vrambudget.budget import compile_peak, features, sampler_peak
 from vrambudget.model.checkpoint import resolve_model
 from vrambudget.deployment import Flags, resolve
-from vrambudget.explain import compare_file
+from vrambudget.comparison import compare_file
 from vrambudget.prediction import layout_for, predict
 from vrambudget.units import GiB
 from vrambudget.vllm_rules import rules_for

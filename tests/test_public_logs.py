@@ -9,7 +9,7 @@ import pytest
 
 from vrambudget import coefficients as coeffs
 from vrambudget.hardware import catalog as gpus
-from vrambudget.explain import deployment_from_log
+from vrambudget.comparison import deployment_from_log
 from vrambudget.logparse import parse_log
 from vrambudget.kv.planner import plan_kv, rounding_band_blocks, tokens_within_rounding
 from vrambudget.prediction import layout_for, predict

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from vrambudget.explain import compare_file, deployment_from_log
+from vrambudget.comparison import compare_file, deployment_from_log
 from vrambudget.logparse import parse_log
 from vrambudget.kv.planner import plan_kv
 from vrambudget.prediction import layout_for

@@ -33,7 +33,9 @@ def test_the_bytes_are_the_budgets_kv_memory_and_replace_the_gmu(capsys):
 def test_a_real_startup_with_it_reserves_that_and_stays_inside_the_gmu(capsys):
     text = LOG.read_text()
     given = int(re.search(r"'kv_cache_memory_bytes': (\d+)", text).group(1))
-    assert int(serve_json(capsys)["argv"][-1]) == given == 57_791_612_246  # what serve-cmd writes today
+    assert given == 57_791_612_246  # what serve-cmd wrote on the day (its budget before the V2 graph refit)
+    # what it writes now: within the refit's shift of Qwen3-8B's graph estimate (0.93 -> 0.95 GiB)
+    assert abs(int(serve_json(capsys)["argv"][-1]) - given) <= 0.05 * 2**30
     assert "reserved 53.82 GiB memory for KV Cache" in text  # vLLM took exactly the bytes given
     # vLLM's KV plan for those bytes is the plan vrambudget makes of them
     assert parse_log(text).kv_cache_tokens == 391_920

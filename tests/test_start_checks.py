@@ -136,7 +136,7 @@ def test_public_vllm_0_29_refusal_on_an_rtx_pro_6000_and_the_start_beside_it():
     refuses the first with vLLM's message, a limit within 5 blocks and a fix that starts there (at most 635), and
     plans the second's 652 blocks exactly."""
     from vrambudget import coefficients
-    from vrambudget.explain import deployment_from_log
+    from vrambudget.comparison import deployment_from_log
     from vrambudget.hardware import catalog as gpus
     from vrambudget.logparse import parse_log
     from vrambudget.prediction import predict
@@ -166,7 +166,7 @@ def test_every_default_flag_startup_gets_the_right_start_verdict(log):
     check) or ran out of memory allocating the KV cache (Llama 4's block tables)."""
     import sys
 
-    from vrambudget.explain import compare_file
+    from vrambudget.comparison import compare_file
 
     sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
     import accuracy

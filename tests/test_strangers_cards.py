@@ -9,7 +9,7 @@ import pytest
 from vrambudget import coefficients as coeffs
 from vrambudget.deployment import Flags, resolve, serving_dtype
 from vrambudget.errors import UserError
-from vrambudget.explain import available_from_log, deployment_from_log, gpu_from_log
+from vrambudget.comparison import available_from_log, deployment_from_log, gpu_from_log
 from vrambudget.hardware import catalog as gpus
 from vrambudget.logparse import parse_log
 from vrambudget.model.checkpoint import resolve_model

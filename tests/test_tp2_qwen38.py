@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from vrambudget.model.checkpoint import resolve_model
-from vrambudget.explain import compare_file
+from vrambudget.comparison import compare_file
 from vrambudget.kv.planner import plan_kv, tokens_within_rounding
 from vrambudget.prediction import layout_for
 from vrambudget.units import GiB

@@ -8,7 +8,7 @@ import pytest
 
 from vrambudget.budget import encoder_profile_patches
 from vrambudget.model.checkpoint import resolve_model
-from vrambudget.explain import compare_file
+from vrambudget.comparison import compare_file
 
 VIS = Path(__file__).parent / "fixtures" / "lab-vllm-0.26.0-h100" / "vision"
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from vrambudget.explain import compare_file
+from vrambudget.comparison import compare_file
 from vrambudget.kv.planner import plan_kv
 from vrambudget.prediction import layout_for
 from vrambudget.units import GiB

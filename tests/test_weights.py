@@ -222,3 +222,30 @@ def test_version_load_extra_only_where_measured():
     assert replace(ct, load=extra).linear_bytes(4096, 4096) == ct.linear_bytes(4096, 4096)
     awq = QuantScheme("awq", 4, 128, zero_point=True)
     assert replace(awq, load=extra).linear_bytes(4096, 4096) - awq.linear_bytes(4096, 4096) == 32 * 4096 * 3 // 2
+
+
+def test_ignore_entries_match_as_vllm_does():
+    from vrambudget.model.weights import ignored
+
+    # FP8's exact module names: MiniMax-M2's 'gate' is its router, never a part of the experts' gate_proj
+    assert ignored("model.layers.0.mlp.gate.", "gate") and not ignored("model.layers.0.mlp.experts.gate_proj", "gate")
+    # ModelOpt's globs, 'X*' also X itself
+    assert ignored("model.layers.3.self_attn.q_proj", "model.layers.3.self_attn*")
+    assert ignored("model.layers.3.self_attn", "model.layers.3.self_attn*")
+    assert not ignored("model.layers.30.self_attn.q_proj", "model.layers.3.self_attn*")
+    # dotted entries: the module path or a part of it; compressed-tensors' regular expressions
+    assert ignored("model.layers.0.linear_attn.in_proj_b", "linear_attn.in_proj_b")
+    assert ignored("lm_head", "re:^lm_head$") and not ignored("model.norm", "")
+
+
+def test_minimax_m25_fp8_weights_as_the_lab_loaded_them():
+    from pathlib import Path
+
+    from vrambudget.comparison import compare_file
+
+    fx = Path(__file__).resolve().parent / "fixtures"
+    c = compare_file(fx / "lab-vllm-0.33.0-h100" / "families" / "mm-fp8-e.log",
+                     model=str(fx / "models" / "lab-minimax-m2.5-4l-fp8"))
+    rows = {r[0]: r for r in c.rows}
+    assert rows["weights (incl. drafter)"][1] == 16.00 and abs(rows["weights (incl. drafter)"][3]) <= 0.01
+    assert abs(rows["available KV cache"][3]) <= 0.05

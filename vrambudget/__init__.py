@@ -5,7 +5,7 @@ __version__ = "0.1.0"
 
 def __getattr__(name: str):
     """The Python API (vrambudget/api.py), imported on first use so `import vrambudget` stays instant."""
-    if name in ("predict", "plan", "explain", "Prediction", "flag_names"):
+    if name in ("predict", "plan", "explain", "serve_command", "Prediction", "flag_names"):
         from . import api
 
         return getattr(api, name)

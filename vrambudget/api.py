@@ -18,7 +18,7 @@ from typing import Any
 
 from .errors import UserError
 
-__all__ = ["Prediction", "UserError", "explain", "flag_names", "plan", "predict"]
+__all__ = ["Prediction", "UserError", "explain", "flag_names", "plan", "predict", "serve_command"]
 
 
 @dataclass(frozen=True)
@@ -109,11 +109,26 @@ def predict(model: str | None = None, gpu: str | None = None, **vllm_flags: Any)
                       json=data)
 
 
+def serve_command(model: str | None = None, gpu: str | None = None, *, format: str = "shell",
+                  margin: str | None = None, checkpoint: str | None = None, port: int = 8000,
+                  kv_cache_memory: bool = False, **vllm_flags: Any) -> str:
+    """The `vllm serve` command `vrambudget serve-cmd` writes (shell, systemd, compose or json): max_model_len the
+    given one, else the predicted ceiling less `margin`; `kv_cache_memory`: vLLM's --kv-cache-memory in place of
+    the GMU."""
+    from .output import servecmd as sc
+
+    sc.check_format(format)
+    d, c = _options(model, gpu, vllm_flags).build()
+    cmd, _ = sc.command_for(d, c, margin, checkpoint, port, None, kv_cache_memory)
+    return sc.render(cmd, format, f"vLLM {cmd.argv[1]} (max_model_len {cmd.max_model_len}, GMU {d.gmu:.2f}; "
+                     "vrambudget)", d.rules.version, port, None, None)
+
+
 def plan(target_context: int, model: str | None = None, gpu: str | None = None, mtp: int = 2,
          **vllm_flags: Any) -> dict[str, Any]:
     """The fastest configuration that serves `target_context` tokens (CUDA graphs + MTP, graphs, eager + MTP,
     eager) with the GMU each needs: what `vrambudget plan --json` prints (less the command, which serve-cmd writes)."""
-    from .plan import best, plan as run_plan
+    from .fastest import best, plan as run_plan
 
     if isinstance(target_context, bool) or not isinstance(target_context, int) or target_context < 1:
         raise UserError(f"target_context={target_context!r}: give a whole number of tokens")
@@ -130,7 +145,7 @@ def explain(log_text: str, model: str | None = None, gpu: str | None = None) -> 
     """A vLLM startup log next to the prediction for the deployment it describes, term by term: what
     `vrambudget explain LOG --json` prints for the log's last startup (`model`: the model folder or profile where the
     log names a path this machine lacks; `gpu`: a catalog key where the log does not name its card)."""
-    from .explain import compare, cross_check, deployment_from_log, explain_json
+    from .comparison import compare, cross_check, deployment_from_log, explain_json
     from .hardware.catalog import lookup
     from .logparse import parse_log, require_vllm, split_startups
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from .layers.base import LayerKind
 from .layers.mla import MLA, chunked_prefill_workspace_tokens
 from .model.arch import ModelArch
 from .model.checkpoint import weights_from_tensors
@@ -226,7 +227,7 @@ def backend_for(d: Deployment) -> Backend:
         return mla_backend(d.gpu, kv_backend_class(d.kv_cache_dtype))[0]
     backend = attention_backend(d.gpu, kv_backend_class(d.kv_cache_dtype), a.head_dim,
                                 d.vllm.asked if d.vllm is not None else d.rules.version)
-    if any(layer.mixer is not None and layer.kind.value == "chunked_attention" for layer in a.layers):
+    if any(layer.mixer is not None and layer.kind is LayerKind.CHUNKED for layer in a.layers):
         # vLLM wraps a chunked-local layer's backend in one whose builder captures no CUDA graphs (0.26.0
         # chunked_local_attention.py): the lowest support over the groups decides, so no FULL graphs
         return replace(backend, cudagraph_support="NEVER")
@@ -572,7 +573,7 @@ def cudagraph_estimate(f: Features, c: Coefficients) -> float:
     (profiles/coefficients/vllm-0.20.json); a profile with only the older constant + per-graph form uses that."""
     if f.eager or not f.num_cudagraphs:
         return 0.0
-    if f.runner == "v2" and "cudagraph_v2_per_pw_graph_bytes" in c.items:
+    if f.runner == "v2" and "cudagraph_v2_per_pw_graph_layer_bytes" in c.items:
         return cudagraph_estimate_v2(f, c)
     if "cudagraph_pw_first_bytes" not in c.items or not f.graph_sizes[0] or f.tp > 1:
         # an older profile or probe record, and tensor-parallel ranks (their all-reduces change the per-graph cost;
@@ -589,13 +590,14 @@ def cudagraph_estimate(f: Features, c: Coefficients) -> float:
 def cudagraph_estimate_v2(f: Features, c: Coefficients) -> float:
     """Model Runner V2's CUDA-graph estimate (vLLM 0.33, v1/worker/gpu/cudagraph_utils.py): it captures every
     PIECEWISE graph and every drafter graph into a throwaway pool, and of the FULL graphs the two largest, counting
-    the second's memory again for each further one. Per PIECEWISE graph a measured figure; per FULL graph the
+    the second's memory again for each further one. Per PIECEWISE graph and layer a measured figure (a PIECEWISE
+    graph captures one piece a layer); per FULL graph the
     largest FULL batch x hidden x a measured figure (its buffers grow with the batch); per drafter graph (MTP: its
     prefill graphs, PIECEWISE and FULL) a measured figure. Fitted on the dense and hybrid startups of the 0.33.0
     lab (profiles/coefficients/vllm-0.33.json). Where one log measured a kind of model against this (MoE, MXFP4
     experts, MLA, tensor parallel ranks), its ratio scales the estimate, an estimate with that coefficient's band."""
     n_pw, _largest_pw, n_full, largest_full = f.graph_sizes
-    est = (c["cudagraph_v2_per_pw_graph_bytes"] * n_pw
+    est = (c["cudagraph_v2_per_pw_graph_layer_bytes"] * n_pw * f.layers
            + c["cudagraph_v2_full_per_token_hidden_bytes"] * n_full * largest_full * f.hidden
            + (c["cudagraph_v2_drafter_per_graph_bytes"] * (n_pw + n_full) if f.drafter_graphs else 0.0))
     return est * v2_graph_factor(f, c) + c.get("cudagraph_offset_bytes", 0.0)

@@ -338,22 +338,8 @@ def serving_dtype(config_dtype: str, asked: str, compute_capability: str) -> str
     return config
 
 
-def resolve(model: ModelSource, gpu: GPU, rules: VllmRules, flags: Flags) -> Deployment:
-    """Fill in vLLM's defaults for this GPU and version; reject what vLLM would reject."""
-    a = model.arch
-    dtype = serving_dtype(a.dtype, flags.dtype, gpu.compute_capability)
-    if dtype != a.dtype:
-        a = replace(a, dtype=dtype)
-        model = replace(model, arch=a)
-    gmu = rules.default_gmu if flags.gpu_memory_utilization is None else flags.gpu_memory_utilization
-    if not 0 < gmu <= 1:
-        raise UserError(f"--gpu-memory-utilization must be in (0, 1], got {gmu}")
-    kv = flags.kv_cache_dtype.lower()
-    if kv not in KV_DTYPES:
-        raise UserError(f"--kv-cache-dtype {flags.kv_cache_dtype!r} is not modelled; use one of {', '.join(KV_DTYPES)}")
-    from .units import dtype_bytes
-
-    kv_bytes = KV_DTYPES[kv] or dtype_bytes(a.dtype)
+def _speculative(a, flags: Flags):
+    """(the DFlash drafter, its reference) for these speculative flags, or (None, None); what vLLM refuses, refused."""
     k = flags.num_speculative_tokens
     if k < 0:
         raise UserError("--mtp / num_speculative_tokens must be >= 0")
@@ -361,33 +347,28 @@ def resolve(model: ModelSource, gpu: GPU, rules: VllmRules, flags: Flags) -> Dep
         raise UserError(f"{a.name} has no MTP head (mtp_num_hidden_layers = 0); drop --mtp")
     if k and flags.speculative_method not in SPEC_METHODS:
         raise UserError(f"speculative method {flags.speculative_method!r} is not modelled ({', '.join(SPEC_METHODS)})")
-    drafter = draft_ref = None
-    if k and flags.speculative_method == "dflash":
-        from .model.drafter import bundled_drafters, load_drafter
+    if not (k and flags.speculative_method == "dflash"):
+        return None, None
+    from .model.drafter import bundled_drafters, load_drafter
 
-        if not flags.draft_model:
-            raise UserError("speculative method 'dflash' needs its drafter: add \"model\": NAME or a folder with its "
-                            f"config.json to the speculative config (bundled: {', '.join(bundled_drafters())})")
-        drafter = load_drafter(flags.draft_model)
-        draft_ref = drafter_reference(flags.draft_model)
-    # vLLM reads the total through NVML for its batch defaults: a card NVML gives none for (GB10) gets the small ones
+    if not flags.draft_model:
+        raise UserError("speculative method 'dflash' needs its drafter: add \"model\": NAME or a folder with its "
+                        f"config.json to the speculative config (bundled: {', '.join(bundled_drafters())})")
+    return load_drafter(flags.draft_model), drafter_reference(flags.draft_model)
+
+
+def batch_defaults(gpu: GPU, rules: VllmRules) -> tuple[int, int]:
+    """`vllm serve`'s default (max_num_batched_tokens, max_num_seqs) on this card. vLLM reads the total through NVML:
+    a card NVML gives none for (GB10) gets the small ones."""
     big = (gpu.nvml_memory and gpu.total_bytes >= rules.big_gpu_threshold_gib * GiB
            and "A100" not in gpu.name.upper())
     huge = big and rules.huge_gpu_threshold_gib is not None and gpu.total_bytes >= rules.huge_gpu_threshold_gib * GiB
-    d_tokens, d_seqs = (rules.serve_defaults_huge if huge else rules.serve_defaults_big if big
-                        else rules.serve_defaults_small)
-    auto_fit = flags.max_model_len == -1
-    mml = a.max_position_embeddings if flags.max_model_len in (None, -1) else flags.max_model_len
-    if mml <= 0:
-        raise UserError("--max-model-len must be positive (or auto)")
-    if mml > a.max_position_embeddings and not flags.allow_long_max_model_len:
-        raise UserError(f"--max-model-len {mml:,} is above {a.name}'s {a.max_position_embeddings:,} "
-                        "(max_position_embeddings), which vLLM refuses unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 is set; "
-                        f"give at most {a.max_position_embeddings:,}")
-    # vLLM's _set_default_max_num_seqs_and_batched_tokens_args (engine/arg_utils.py, 0.19.1-0.33.0): a defaulted
-    # max_num_batched_tokens is capped at max_num_seqs x max_model_len, then a defaulted max_num_seqs at it
-    tokens = flags.max_num_batched_tokens or min(d_tokens, (flags.max_num_seqs or d_seqs) * mml)
-    seqs = flags.max_num_seqs or min(d_seqs, tokens)
+    return rules.serve_defaults_huge if huge else rules.serve_defaults_big if big else rules.serve_defaults_small
+
+
+def _check_parallel_and_backend(a, flags: Flags, kv: str) -> None:
+    """The tensor-parallel split every layer kind checks for itself, the compile state, a forced attention backend
+    against the KV dtype."""
     tp = flags.tensor_parallel_size
     if tp < 1:
         raise UserError(f"--tensor-parallel-size {tp}: give at least 1")
@@ -405,21 +386,53 @@ def resolve(model: ModelSource, gpu: GPU, rules: VllmRules, flags: Flags) -> Dep
             raise UserError(f"--kv-cache-dtype {kv} with --attention-backend {flags.attention_backend.upper()}: vLLM "
                             f"reads that KV only with {' or '.join(readers)} ({why}); drop --attention-backend or "
                             "pick one of those")
-    lmo = a.is_multimodal if flags.language_model_only is None else flags.language_model_only
+
+
+def resolve(model: ModelSource, gpu: GPU, rules: VllmRules, flags: Flags) -> Deployment:
+    """Fill in vLLM's defaults for this GPU and version; reject what vLLM would reject."""
+    a = model.arch
+    dtype = serving_dtype(a.dtype, flags.dtype, gpu.compute_capability)
+    if dtype != a.dtype:
+        a = replace(a, dtype=dtype)
+        model = replace(model, arch=a)
+    gmu = rules.default_gmu if flags.gpu_memory_utilization is None else flags.gpu_memory_utilization
+    if not 0 < gmu <= 1:
+        raise UserError(f"--gpu-memory-utilization must be in (0, 1], got {gmu}")
+    kv = flags.kv_cache_dtype.lower()
+    if kv not in KV_DTYPES:
+        raise UserError(f"--kv-cache-dtype {flags.kv_cache_dtype!r} is not modelled; use one of {', '.join(KV_DTYPES)}")
+    from .units import dtype_bytes
+
+    kv_bytes = KV_DTYPES[kv] or dtype_bytes(a.dtype)
+    k = flags.num_speculative_tokens
+    drafter, draft_ref = _speculative(a, flags)
+    d_tokens, d_seqs = batch_defaults(gpu, rules)
+    auto_fit = flags.max_model_len == -1
+    mml = a.max_position_embeddings if flags.max_model_len in (None, -1) else flags.max_model_len
+    if mml <= 0:
+        raise UserError("--max-model-len must be positive (or auto)")
+    if mml > a.max_position_embeddings and not flags.allow_long_max_model_len:
+        raise UserError(f"--max-model-len {mml:,} is above {a.name}'s {a.max_position_embeddings:,} "
+                        "(max_position_embeddings), which vLLM refuses unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 is set; "
+                        f"give at most {a.max_position_embeddings:,}")
+    # vLLM's _set_default_max_num_seqs_and_batched_tokens_args (engine/arg_utils.py, 0.19.1-0.33.0): a defaulted
+    # max_num_batched_tokens is capped at max_num_seqs x max_model_len, then a defaulted max_num_seqs at it
+    tokens = flags.max_num_batched_tokens or min(d_tokens, (flags.max_num_seqs or d_seqs) * mml)
+    seqs = flags.max_num_seqs or min(d_seqs, tokens)
+    tp = flags.tensor_parallel_size
+    _check_parallel_and_backend(a, flags, kv)
+    # a tower this tool plans defaults to --language-model-only (said in the answer); one it does not model defaults to
+    # vLLM's own default, loading it, which is refused below until --language-model-only is given
+    lmo = (a.is_multimodal and not a.extras.tower_unmodelled) if flags.language_model_only is None \
+        else flags.language_model_only
     if a.extras.tower_unmodelled and not lmo:
         raise UserError(f"{a.name}: {a.extras.tower_unmodelled} is not modelled, and vLLM loads it unless told otherwise: "
                         "pass --language-model-only to plan the text model (vLLM then serves text only)")
-    defaults = []
-    if flags.gpu_memory_utilization is None:
-        defaults.append(f"GMU {gmu:.2f}")
-    if flags.max_num_seqs is None:
-        defaults.append(f"max_num_seqs {seqs}")
-    if flags.max_num_batched_tokens is None:
-        defaults.append(f"max_num_batched_tokens {tokens}")
-    if kv == "auto":
-        defaults.append(f"KV cache in {a.dtype}")
-    if flags.max_model_len is None:
-        defaults.append(f"max_model_len {mml:,} (the model's maximum)")
+    defaults = [text for given, text in (
+        (flags.gpu_memory_utilization, f"GMU {gmu:.2f}"), (flags.max_num_seqs, f"max_num_seqs {seqs}"),
+        (flags.max_num_batched_tokens, f"max_num_batched_tokens {tokens}"),
+        (None if kv == "auto" else kv, f"KV cache in {a.dtype}"),
+        (flags.max_model_len, f"max_model_len {mml:,} (the model's maximum)")) if given is None]
     return Deployment(model, gpu, rules, gmu, kv, kv_bytes, flags.enforce_eager, k, seqs, tokens, mml, auto_fit,
                       flags.max_model_len is not None, flags.enable_prefix_caching, tp, flags.compile_cache, lmo,
                       flags.other_gpu_bytes, flags.speculative_method if k else "mtp", tuple(defaults),

@@ -112,7 +112,7 @@ def check_physical(s: Sample, total_gib: float | None, where: str) -> None:
 
 
 def sample_from_log(path: Path, model: str | None = None) -> Sample:
-    from .explain import deployment_from_log
+    from .comparison import deployment_from_log
     from .logparse import parse_log, require_vllm
 
     facts = require_vllm(parse_log(read_text(path)), str(path))
@@ -202,87 +202,117 @@ def _errors(samples: list[Sample], c: Coefficients) -> list[tuple[str, float]]:
             if s.available_kv_gib is not None]
 
 
+class _Refit:
+    """The coefficients as a fit changes them, one named figure at a time."""
+
+    def __init__(self, base: Coefficients):
+        self.base = base
+        self.items = dict(base.items)
+        self.changed: list[str] = []
+
+    def put(self, name: str, value: float, how: str) -> None:
+        old = self.items[name]
+        self.items[name] = Coefficient(name, float(value), old.unit, f"fitted by `vrambudget fit` on {how}")
+        self.changed.append(name)
+
+    @property
+    def now(self) -> Coefficients:
+        return Coefficients(self.items, self.base.origins)
+
+
 def fit(samples: list[Sample], base: Coefficients) -> FitResult:
-    from scipy.optimize import nnls
+    r = _Refit(base)
+    for step in (_fit_load_and_non_torch, _fit_eager_activation, _fit_compile_peaks, _fit_graphs, _fit_growth):
+        step(samples, r)
+    return FitResult(r.items, sorted(set(r.changed)), _errors(samples, base), _errors(samples, r.now))
 
-    items = dict(base.items)
-    changed: list[str] = []
 
-    def put(name: str, value: float, how: str) -> None:
-        old = items[name]
-        items[name] = Coefficient(name, float(value), old.unit, f"fitted by `vrambudget fit` on {how}")
-        changed.append(name)
-
-    cur = Coefficients(items, base.origins)
-    # load overhead: logged weights (incl. drafter) minus computed
+def _fit_load_and_non_torch(samples: list[Sample], r: _Refit) -> None:
+    """The load overhead (logged weights, drafter included, minus computed), non-torch memory, the CUDA context."""
     for hybrid, name in ((True, "weights_overhead_hybrid_bytes"), (False, "weights_overhead_dense_bytes")):
         diffs = [s.weights_gib * GiB - s.f.weights_bytes - s.f.mtp_weights_bytes for s in samples
                  if s.weights_gib is not None and s.f.hybrid == hybrid and s.f.weights_include_buffers]
         if diffs:
-            put(name, max(0.0, statistics.mean(diffs)), f"{len(diffs)} logged 'Model loading took' figures")
+            r.put(name, max(0.0, statistics.mean(diffs)), f"{len(diffs)} logged 'Model loading took' figures")
     for eager, name in ((True, "non_torch_eager_bytes"), (False, "non_torch_graphs_bytes")):
         vals = [s.non_torch_gib * GiB for s in samples if s.non_torch_gib is not None and s.f.eager == eager]
         if vals:
-            put(name, statistics.mean(vals), f"{len(vals)} logged non-torch increases")
+            r.put(name, statistics.mean(vals), f"{len(vals)} logged non-torch increases")
     # a simulated card's 'context' is the real GPU's total less what the blocker left: not a context
     ctx = [s.cuda_context_gib * GiB for s in samples if s.cuda_context_gib is not None and not s.simulated]
     if ctx:
-        put("cuda_context_bytes", statistics.mean(ctx), f"{len(ctx)} worker init snapshots")
-    # eager activation: base + per token x width + sampler; the full model only if 3+ distinct points
-    eager = [s for s in samples if s.f.eager and s.activation_gib is not None and not s.f.with_encoder]
-    cur = Coefficients(items, base.origins)
-    if eager:
-        rows = {(s.f.tokens * s.f.mlp_width / s.f.tp, s.f.seqs * s.f.vocab * 4.0) for s in eager}
-        # the three-term least squares assumes the forward and sampler peaks add; where they do not
-        # (activation_peaks_overlap = 0: vLLM 0.20.2 and 0.26 logs) only the base is shifted
-        if len(rows) >= 3 and peaks_add(cur):
-            import numpy as np
+        r.put("cuda_context_bytes", statistics.mean(ctx), f"{len(ctx)} worker init snapshots")
 
-            A = np.array([[1.0, s.f.tokens * s.f.mlp_width / s.f.tp, s.f.seqs * s.f.vocab * 4.0] for s in eager])
-            y = np.array([s.activation_gib * GiB for s in eager])
-            x, _ = nnls(A, y)
-            put("activation_base_bytes", x[0], f"nnls over {len(eager)} eager profiling peaks")
-            put("activation_per_token_width_bytes", x[1], f"nnls over {len(eager)} eager profiling peaks")
-            put("activation_sampler_factor", x[2], f"nnls over {len(eager)} eager profiling peaks")
-        else:
-            resid = [s.activation_gib * GiB - language_model_peak(s.f, cur) for s in eager]
-            put("activation_base_bytes", max(0.0, cur["activation_base_bytes"] + statistics.mean(resid)),
-                f"{len(eager)} eager profiling peaks (base shifted, slopes kept)")
-    cur = Coefficients(items, base.origins)
+
+def _fit_eager_activation(samples: list[Sample], r: _Refit) -> None:
+    """Eager activation: base + per token x width + sampler; the full model only from 3+ distinct points."""
+    from scipy.optimize import nnls
+
+    eager = [s for s in samples if s.f.eager and s.activation_gib is not None and not s.f.with_encoder]
+    cur = r.now
+    if not eager:
+        return
+    rows = {(s.f.tokens * s.f.mlp_width / s.f.tp, s.f.seqs * s.f.vocab * 4.0) for s in eager}
+    # the three-term least squares assumes the forward and sampler peaks add; where they do not
+    # (activation_peaks_overlap = 0: vLLM 0.20.2 and 0.26 logs) only the base is shifted
+    if len(rows) >= 3 and peaks_add(cur):
+        import numpy as np
+
+        A = np.array([[1.0, s.f.tokens * s.f.mlp_width / s.f.tp, s.f.seqs * s.f.vocab * 4.0] for s in eager])
+        y = np.array([s.activation_gib * GiB for s in eager])
+        x, _ = nnls(A, y)
+        r.put("activation_base_bytes", x[0], f"nnls over {len(eager)} eager profiling peaks")
+        r.put("activation_per_token_width_bytes", x[1], f"nnls over {len(eager)} eager profiling peaks")
+        r.put("activation_sampler_factor", x[2], f"nnls over {len(eager)} eager profiling peaks")
+    else:
+        resid = [s.activation_gib * GiB - language_model_peak(s.f, cur) for s in eager]
+        r.put("activation_base_bytes", max(0.0, cur["activation_base_bytes"] + statistics.mean(resid)),
+              f"{len(eager)} eager profiling peaks (base shifted, slopes kept)")
+
+
+def _fit_compile_peaks(samples: list[Sample], r: _Refit) -> None:
+    """A cold compile's peak (where it is above the sampler's) and what a warm compiled graph adds."""
+    cur = r.now
     cold = [s for s in samples if not s.f.eager and s.f.compile_cache in ("cold", "fresh")
             and s.activation_gib is not None and not s.f.with_encoder]
-    # a cold compile's peak shows only where it is above the sampler's
     cold = [s for s in cold if s.activation_gib * GiB - cur["activation_base_bytes"] > sampler_peak(s.f, cur)]
     if cold:
-        put("cold_compile_vocab_hidden_factor", statistics.mean(
+        r.put("cold_compile_vocab_hidden_factor", statistics.mean(
             (s.activation_gib * GiB - cur["activation_base_bytes"]) / (s.f.vocab * s.f.hidden * 2 / s.f.tp)
             for s in cold), f"{len(cold)} cold-compile profiling peaks")
     warm = [s for s in samples if not s.f.eager and s.f.compile_cache == "warm" and s.activation_gib is not None
             and not s.f.with_encoder]
     if warm:
         eager_peak = [language_model_peak(replace(s.f, eager=True), cur) for s in warm]
-        put("warm_compile_per_token_hidden_bytes", max(0.0, statistics.mean(
+        r.put("warm_compile_per_token_hidden_bytes", max(0.0, statistics.mean(
             (s.activation_gib * GiB - e) / (s.f.tokens * s.f.hidden / s.f.tp) for s, e in zip(warm, eager_peak, strict=True))),
             f"{len(warm)} warm-compile profiling peaks")
+
+
+def _fit_graphs(samples: list[Sample], r: _Refit) -> None:
+    """The CUDA-graph estimate's level (its shape kept)."""
+    cur = r.now
     cg = [s for s in samples if not s.f.eager and s.cudagraph_gib is not None]
     old = [s for s in cg if not s.f.graph_sizes[0]]  # records without their capture sizes: the older form
     if old:
         per = cur["cudagraph_per_graph_bytes"]
-        put("cudagraph_base_bytes", max(0.0, statistics.mean(s.cudagraph_gib * GiB - per * s.f.num_cudagraphs
-                                                             for s in old)),
-            f"{len(old)} CUDA graph estimates (per-graph slope kept)")
+        r.put("cudagraph_base_bytes", max(0.0, statistics.mean(s.cudagraph_gib * GiB - per * s.f.num_cudagraphs
+                                                               for s in old)),
+              f"{len(old)} CUDA graph estimates (per-graph slope kept)")
     new = [s for s in cg if s.f.graph_sizes[0]]
     if new and "cudagraph_pw_first_bytes" in cur.items:
         base = Coefficients({k: v for k, v in cur.items.items() if k != "cudagraph_offset_bytes"}, cur.origins)
-        put("cudagraph_offset_bytes", statistics.mean(s.cudagraph_gib * GiB - cudagraph_estimate(s.f, base)
-                                                       for s in new),
-            f"{len(new)} CUDA graph estimates (the estimator's shape kept, its level refitted)")
+        r.put("cudagraph_offset_bytes", statistics.mean(s.cudagraph_gib * GiB - cudagraph_estimate(s.f, base)
+                                                         for s in new),
+              f"{len(new)} CUDA graph estimates (the estimator's shape kept, its level refitted)")
+
+
+def _fit_growth(samples: list[Sample], r: _Refit) -> None:
+    """What serving a prompt grows by, per prompt token (the worst verify request)."""
     growth = [s for s in samples if s.runtime_growth_bytes is not None and s.prompt_tokens]
     if growth:
-        put("runtime_growth_per_prompt_token_bytes", max(s.runtime_growth_bytes / s.prompt_tokens for s in growth),
-            f"{len(growth)} verify requests (NVML peak during the request minus before, per prompt token; worst)")
-    after = Coefficients(items, base.origins)
-    return FitResult(items, sorted(set(changed)), _errors(samples, base), _errors(samples, after))
+        r.put("runtime_growth_per_prompt_token_bytes", max(s.runtime_growth_bytes / s.prompt_tokens for s in growth),
+              f"{len(growth)} verify requests (NVML peak during the request minus before, per prompt token; worst)")
 
 
 def profile_json(result: FitResult, version: str, gpu: str | None, model: str | None,

@@ -288,148 +288,248 @@ def split_startups(text: str) -> list[str]:
     return ["\n".join(b) + ("\n" if i < len(kept) - 1 else end) for i, b in enumerate(kept)]
 
 
-def parse_log(text: str) -> LogFacts:
-    f = LogFacts()
-    milestones: list[str] = []
-    oom_at: str | None = None
-    crash_line: str | None = None
-    args_seen = False
-    workers: set[str] = set()
+@dataclass
+class _Reading:
+    """What reading a log keeps besides its LogFacts: the boot's milestones and the figures read at the end."""
+
+    f: LogFacts
+    milestones: list[str] = field(default_factory=list)
+    args_seen: bool = False
     chunked: int | None = None  # the last 'Chunked prefill' line: the engine's (a `vllm serve` CLI logs one first)
     compiled_up_to: int | None = None  # the engine config's largest compile range endpoint
     cg_gmu: tuple[float, float] | None = None  # the GMU and the GMU the CUDA-graph estimate leaves (0.21+)
     usage_peak: float | None = None  # 0.27+'s 'peak activation': the transient peak + the CUDA-graph estimate
+
+
+def _profiling(r: _Reading, g: tuple) -> None:
+    if r.f.activation_gib is None:  # several workers: the first's, the one 'Available KV' is printed by
+        r.f.non_kv_gib, r.f.activation_gib, r.f.non_torch_gib, _w = map(float, g)
+    r.milestones.append("profiled")
+
+
+def _profiling_consumed(r: _Reading, g: tuple) -> None:
+    f = r.f
+    if f.activation_gib is None:  # several workers: the first's
+        non_kv, _increase, consumed, weights = map(float, g)
+        f.non_kv_gib, f.consumed_gib = non_kv, consumed
+        f.activation_gib = round(non_kv - consumed, 2)  # the transient peak above what stayed
+        f.non_torch_gib = round(consumed - weights, 2)  # what stayed beyond the weights
+    r.milestones.append("profiled")
+
+
+def _graph_capture(r: _Reading, g: tuple) -> None:
+    # the capture after the KV cache (Model Runner V2 in 0.33 also logs its throwaway profiling capture before
+    # 'Available KV cache memory': not the pool the graphs keep)
+    if "profiled" in r.milestones:
+        r.f.cudagraph_actual_gib = float(g[0])
+        r.milestones.append("captured")
+
+
+def _cudagraph_pool(r: _Reading, g: tuple) -> None:
+    r.f.cudagraph_actual_gib = float(g[0])
+    if r.f.cudagraph_estimate_gib is None:
+        r.f.cudagraph_estimate_gib = float(g[1])
+
+
+def _padding(r: _Reading, g: tuple) -> None:
+    pad = (int(g[0]), float(g[1]))
+    if pad not in r.f.padding:
+        r.f.padding.append(pad)
+
+
+def _autofit_reduced(r: _Reading, g: tuple) -> None:
+    r.f.auto_fit_to = r.f.max_model_len = int(g[1])
+
+
+def _kv_tokens(r: _Reading, g: tuple) -> None:
+    r.f.kv_cache_tokens = int(_f(g[0]))
+    r.milestones.append("kv_allocated")
+
+
+def _concurrency(r: _Reading, g: tuple) -> None:
+    r.f.concurrency_len, r.f.concurrency = int(_f(g[0])), float(g[1])
+    r.f.max_model_len = r.f.max_model_len or r.f.concurrency_len
+
+
+def _needed_kv(r: _Reading, g: tuple) -> None:
+    r.f.needed_kv_gib = float(g[0])
+    if r.f.available_kv_gib is None:
+        r.f.available_kv_gib = float(g[1])
+
+
+def _desired(r: _Reading, g: tuple) -> None:
+    f = r.f
+    f.free_at_start_gib = f.free_at_start_gib or float(g[0])
+    f.total_gib = f.total_gib or float(g[1])
+    f.requested_gib = f.requested_gib or float(g[3])
+
+
+def _usage_020(r: _Reading, g: tuple) -> None:
+    f = r.f
+    f.weights_gib = f.weights_gib or float(g[0])
+    f.activation_gib = f.activation_gib if f.activation_gib is not None else float(g[1])
+    f.non_torch_gib = f.non_torch_gib if f.non_torch_gib is not None else float(g[2])
+    f.cudagraph_actual_gib = float(g[3])
+
+
+def _usage_new(r: _Reading, g: tuple) -> None:
+    r.usage_peak = float(g[1]) if r.usage_peak is None else r.usage_peak
+    r.f.cudagraph_actual_gib = float(g[2])
+
+
+def _v0_profile(r: _Reading, g: tuple) -> None:
+    r.f.total_gib, r.f.non_torch_gib, r.f.available_kv_gib = float(g[0]), float(g[1]), float(g[2])
+    r.f.args.setdefault("gpu_memory_utilization", float(g[3]))
+    r.milestones.append("profiled")
+
+
+def _v0_budget(r: _Reading, g: tuple) -> None:
+    r.f.total_gib = float(g[0])
+    r.f.args.setdefault("gpu_memory_utilization", float(g[1]))
+
+
+def _v0_terms(r: _Reading, g: tuple) -> None:
+    r.f.weights_gib, r.f.non_torch_gib, r.f.activation_gib, r.f.available_kv_gib = map(float, g)
+    r.milestones.append("profiled")
+
+
+def _v0_blocks(r: _Reading, g: tuple) -> None:
+    if r.f.gpu_blocks is None:
+        r.f.gpu_blocks = int(g[0])
+        r.milestones.append("kv_allocated")
+
+
+def _v0_too_small(r: _Reading, g: tuple) -> None:
+    r.f.max_model_len, r.f.kv_cache_tokens = int(g[0]), int(g[1])
+    r.f.estimated_max_model_len = int(g[1])
+
+
+def _args(r: _Reading, g: tuple) -> None:
+    if not r.args_seen:
+        r.args_seen = r.f.args_line = True
+        r.f.args = {**r.f.args, **literal_args(g[0])}
+
+
+def _version(r: _Reading, g: tuple) -> None:
+    if not r.f.vllm_version:
+        r.f.vllm_version = g[0]
+
+
+def _snapshot(r: _Reading, g: tuple) -> None:
+    r.f.free_at_start_gib, r.f.total_gib, r.f.cuda_context_gib = map(float, g)
+
+
+def _chunked(r: _Reading, g: tuple) -> None:  # the effective value, also where the args leave vLLM's default
+    r.chunked = int(g[0])
+
+
+def _compile_ranges(r: _Reading, g: tuple) -> None:
+    r.compiled_up_to = max(int(x) for x in g[0].split(", "))
+
+
+def _cudagraph_gmu(r: _Reading, g: tuple) -> None:
+    r.cg_gmu = (float(g[0]), float(g[1]))
+
+
+def _autofit_full(r: _Reading, g: tuple) -> None:
+    r.f.max_model_len = int(g[0])
+
+
+def _mamba_blocks(r: _Reading, g: tuple) -> None:
+    r.f.mamba_blocks = int(g[1])
+
+
+def _sampler(r: _Reading, g: tuple) -> None:
+    r.f.sampler = "flashinfer" if g[0] else "native"
+
+
+def _wsl(r: _Reading, g: tuple) -> None:
+    r.f.wsl = True
+
+
+def _lab_max_len(r: _Reading, g: tuple) -> None:
+    if int(g[0]) > 0:
+        r.f.max_model_len = int(g[0])
+
+
+# what each pattern's match sets (the one-figure patterns are ONE_FIGURE's); 'free_short' needs the line itself
+_ON = {"vllm_version": _version, "version_line": _version, "v0_version": _version, "args": _args,
+       "chunked_prefill": _chunked, "compile_ranges": _compile_ranges, "snapshot": _snapshot,
+       "profiling": _profiling, "profiling_consumed": _profiling_consumed, "graph_capture": _graph_capture,
+       "cudagraph_gmu": _cudagraph_gmu, "cudagraph_pool": _cudagraph_pool, "padding": _padding,
+       "autofit_reduced": _autofit_reduced, "autofit_full": _autofit_full, "kv_tokens": _kv_tokens,
+       "concurrency": _concurrency, "needed_kv": _needed_kv, "desired": _desired, "usage_020": _usage_020,
+       "usage_new": _usage_new, "v0_profile": _v0_profile, "v0_budget": _v0_budget, "v0_terms": _v0_terms,
+       "v0_blocks": _v0_blocks, "mamba_blocks": _mamba_blocks, "v0_too_small": _v0_too_small, "sampler": _sampler,
+       "wsl": _wsl, "lab_max_len": _lab_max_len}
+
+
+def _read_figures(r: _Reading, line: str) -> None:
+    """Every pattern this line matches, read into the facts."""
+    f = r.f
+    for key, pat in (PATTERNS.items() if ANY_PATTERN.search(line) else ()):
+        m = pat.search(line)
+        if not m:
+            continue
+        g = m.groups()
+        f.recognized += 1
+        if key in ONE_FIGURE:
+            name, kind, milestone, first_only = ONE_FIGURE[key]
+            if not (first_only and getattr(f, name) is not None):
+                setattr(f, name, kind(g[0]))
+                if milestone:
+                    r.milestones.append(milestone)
+        elif key == "free_short":
+            f.outcome = "insufficient_free_memory"
+            f.error = line.strip()[-300:]
+        elif key in _ON:
+            _ON[key](r, g)
+
+
+class _Servers:
+    """Two servers writing into one log (docker compose logs of two services) leave no boot to read."""
+
+    def __init__(self) -> None:
+        self.last_pid: dict[str, str] = {}
+        self.left: dict[str, set[str]] = {}
+
+    def see(self, line: str) -> None:
+        proc = _PROCESS.search(line)
+        if not proc:
+            return
+        role, pid = proc.groups()
+        if self.last_pid.get(role, pid) != pid:
+            self.left.setdefault(role, set()).add(self.last_pid[role])
+            if pid in self.left[role]:
+                raise UserError(f"the log interleaves two vLLM servers ({role} pids {self.last_pid[role]} and {pid}):"
+                                f" give one server's log (e.g. its lines with 'pid={pid}')")
+        self.last_pid[role] = pid
+
+
+def parse_log(text: str) -> LogFacts:
+    r = _Reading(LogFacts())
+    f = r.f
+    oom_at: str | None = None
+    crash_line: str | None = None
+    workers: set[str] = set()
     lines = rejoin_wrapped(text.splitlines())
     if lines and not text.endswith(("\n", "\r")) and lines[-1].rstrip()[-1:].isdigit() and ANY_PATTERN.search(lines[-1]):
         # a figure line cut mid-line ('... maximum model length is 3' of 35904): its figure may be cut short
         f.cut_last_line = lines.pop()[-120:]
-    last_pid: dict[str, str] = {}
-    left: dict[str, set[str]] = {}
+    servers = _Servers()
     for line in lines:
-        proc = _PROCESS.search(line)
-        if proc:  # two servers writing into one log (docker compose logs of two services): no boot to read
-            role, pid = proc.groups()
-            if last_pid.get(role, pid) != pid:
-                left.setdefault(role, set()).add(last_pid[role])
-                if pid in left[role]:
-                    raise UserError(f"the log interleaves two vLLM servers ({role} pids {last_pid[role]} and {pid}):"
-                                    f" give one server's log (e.g. its lines with 'pid={pid}')")
-            last_pid[role] = pid
+        servers.see(line)
         w = _WORKER.search(line)
         if w:
             workers.add(w.group(1))
-        for key, pat in (PATTERNS.items() if ANY_PATTERN.search(line) else ()):
-            m = pat.search(line)
-            if not m:
-                continue
-            g = m.groups()
-            f.recognized += 1
-            if key in ONE_FIGURE:
-                name, kind, milestone, first_only = ONE_FIGURE[key]
-                if not (first_only and getattr(f, name) is not None):
-                    setattr(f, name, kind(g[0]))
-                    if milestone:
-                        milestones.append(milestone)
-            elif key in ("vllm_version", "version_line") and not f.vllm_version:
-                f.vllm_version = g[0]
-            elif key == "args" and not args_seen:
-                args_seen = f.args_line = True
-                f.args = {**f.args, **literal_args(g[0])}
-            elif key == "chunked_prefill":  # the effective value, also where the args leave vLLM's default
-                chunked = int(g[0])
-            elif key == "compile_ranges":
-                compiled_up_to = max(int(x) for x in g[0].split(", "))
-            elif key == "snapshot":
-                f.free_at_start_gib, f.total_gib, f.cuda_context_gib = map(float, g)
-            elif key == "profiling":
-                if f.activation_gib is None:  # several workers: the first's, the one 'Available KV' is printed by
-                    f.non_kv_gib, f.activation_gib, f.non_torch_gib, _w = map(float, g)
-                milestones.append("profiled")
-            elif key == "profiling_consumed":
-                if f.activation_gib is None:  # several workers: the first's
-                    non_kv, _increase, consumed, weights = map(float, g)
-                    f.non_kv_gib, f.consumed_gib = non_kv, consumed
-                    f.activation_gib = round(non_kv - consumed, 2)  # the transient peak above what stayed
-                    f.non_torch_gib = round(consumed - weights, 2)  # what stayed beyond the weights
-                milestones.append("profiled")
-            elif key == "graph_capture":
-                # the capture after the KV cache (Model Runner V2 in 0.33 also logs its throwaway profiling capture
-                # before 'Available KV cache memory': not the pool the graphs keep)
-                if "profiled" in milestones:
-                    f.cudagraph_actual_gib = float(g[0])
-                    milestones.append("captured")
-            elif key == "cudagraph_gmu":
-                cg_gmu = (float(g[0]), float(g[1]))
-            elif key == "cudagraph_pool":
-                f.cudagraph_actual_gib = float(g[0])
-                if f.cudagraph_estimate_gib is None:
-                    f.cudagraph_estimate_gib = float(g[1])
-            elif key == "padding":
-                pad = (int(g[0]), float(g[1]))
-                if pad not in f.padding:
-                    f.padding.append(pad)
-            elif key == "autofit_reduced":
-                f.auto_fit_to = f.max_model_len = int(g[1])
-            elif key == "autofit_full":
-                f.max_model_len = int(g[0])
-            elif key == "kv_tokens":
-                f.kv_cache_tokens = int(_f(g[0]))
-                milestones.append("kv_allocated")
-            elif key == "concurrency":
-                f.concurrency_len, f.concurrency = int(_f(g[0])), float(g[1])
-                f.max_model_len = f.max_model_len or f.concurrency_len
-            elif key == "needed_kv":
-                f.needed_kv_gib = float(g[0])
-                if f.available_kv_gib is None:
-                    f.available_kv_gib = float(g[1])
-            elif key == "free_short":
-                f.outcome = "insufficient_free_memory"
-                f.error = line.strip()[-300:]
-            elif key == "desired":
-                f.free_at_start_gib = f.free_at_start_gib or float(g[0])
-                f.total_gib = f.total_gib or float(g[1])
-                f.requested_gib = f.requested_gib or float(g[3])
-            elif key == "usage_020":
-                f.weights_gib = f.weights_gib or float(g[0])
-                f.activation_gib = f.activation_gib if f.activation_gib is not None else float(g[1])
-                f.non_torch_gib = f.non_torch_gib if f.non_torch_gib is not None else float(g[2])
-                f.cudagraph_actual_gib = float(g[3])
-            elif key == "usage_new":
-                usage_peak = float(g[1]) if usage_peak is None else usage_peak
-                f.cudagraph_actual_gib = float(g[2])
-            elif key == "v0_version" and not f.vllm_version:
-                f.vllm_version = g[0]
-            elif key == "v0_profile":
-                f.total_gib, f.non_torch_gib, f.available_kv_gib = float(g[0]), float(g[1]), float(g[2])
-                f.args.setdefault("gpu_memory_utilization", float(g[3]))
-                milestones.append("profiled")
-            elif key == "v0_budget":
-                f.total_gib = float(g[0])
-                f.args.setdefault("gpu_memory_utilization", float(g[1]))
-            elif key == "v0_terms":
-                f.weights_gib, f.non_torch_gib, f.activation_gib, f.available_kv_gib = map(float, g)
-                milestones.append("profiled")
-            elif key == "v0_blocks" and f.gpu_blocks is None:
-                f.gpu_blocks = int(g[0])
-                milestones.append("kv_allocated")
-            elif key == "mamba_blocks":
-                f.mamba_blocks = int(g[1])
-            elif key == "v0_too_small":
-                f.max_model_len, f.kv_cache_tokens = int(g[0]), int(g[1])
-                f.estimated_max_model_len = int(g[1])
-            elif key == "sampler":
-                f.sampler = "flashinfer" if g[0] else "native"
-            elif key == "wsl":
-                f.wsl = True
-            elif key == "lab_max_len" and int(g[0]) > 0:
-                f.max_model_len = int(g[0])
+        _read_figures(r, line)
         if "Compiling a graph for" in line:  # any graph compiled now makes the boot cold, also after loaded ones
             f.compile = "cold"
         elif ("Directly load the compiled graph" in line or "Loading compiled graph" in line
               or "Directly load AOT compilation" in line) and f.compile is None:  # the last: vLLM 0.30's AOT cache
             f.compile = "warm"
         if OOM.search(line) and oom_at is None:
-            oom_at = milestones[-1] if milestones else "start"
+            oom_at = r.milestones[-1] if r.milestones else "start"
             tried = TRIED.search(line)
             if (oom_at == "kv_allocated" and tried and f.available_kv_gib is not None
                     and abs(float(tried.group(1)) - f.available_kv_gib) <= 0.01):
@@ -438,23 +538,29 @@ def parse_log(text: str) -> LogFacts:
         if CRASH.search(line) and crash_line is None and " WARNING " not in line:
             crash_line = line.strip()[-300:]
         if READY.search(line):
-            milestones.append("ready")
-    if chunked is not None or compiled_up_to is not None:
-        f.args.setdefault("max_num_batched_tokens", chunked if chunked is not None else compiled_up_to)
-    if f.cudagraph_estimate_gib is None and cg_gmu is not None:
-        total = f.total_gib or (f.requested_gib / cg_gmu[0] if f.requested_gib and cg_gmu[0] else None)
-        if total:
-            f.cudagraph_estimate_gib = round((cg_gmu[0] - cg_gmu[1]) * total, 2)
-    if f.activation_gib is None and usage_peak is not None:
-        # vLLM 0.26.1+ prints the transient peak and the CUDA-graph estimate together as 'peak activation'
-        # (gpu_worker.py peak_activation_memory = headroom + the estimate applied): the peak alone
-        f.activation_gib = round(usage_peak - (f.cudagraph_estimate_gib or 0.0), 2)
+            r.milestones.append("ready")
+    _finish(r)
     f.workers = len(workers)
     _check_figures(f)
-    f.outcome = _outcome(f, milestones, oom_at, crash_line)
+    f.outcome = _outcome(f, r.milestones, oom_at, crash_line)
     if f.outcome == "crashed" and not f.error:
         f.error = crash_line
     return f
+
+
+def _finish(r: _Reading) -> None:
+    """The figures read from several lines: the batch, the CUDA-graph estimate, the transient peak."""
+    f = r.f
+    if r.chunked is not None or r.compiled_up_to is not None:
+        f.args.setdefault("max_num_batched_tokens", r.chunked if r.chunked is not None else r.compiled_up_to)
+    if f.cudagraph_estimate_gib is None and r.cg_gmu is not None:
+        total = f.total_gib or (f.requested_gib / r.cg_gmu[0] if f.requested_gib and r.cg_gmu[0] else None)
+        if total:
+            f.cudagraph_estimate_gib = round((r.cg_gmu[0] - r.cg_gmu[1]) * total, 2)
+    if f.activation_gib is None and r.usage_peak is not None:
+        # vLLM 0.26.1+ prints the transient peak and the CUDA-graph estimate together as 'peak activation'
+        # (gpu_worker.py peak_activation_memory = headroom + the estimate applied): the peak alone
+        f.activation_gib = round(r.usage_peak - (f.cudagraph_estimate_gib or 0.0), 2)
 
 
 def _outcome(f: LogFacts, milestones: list[str], oom_at: str | None, crash_line: str | None) -> str:

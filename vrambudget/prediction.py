@@ -252,53 +252,12 @@ def predict(d: Deployment, c: Coefficients, w: WeightBytes | None = None,
     layout = layout_for(d)
     avail = b.available_kv_bytes
     plan = plan_startup(layout, avail, d.max_model_len, d.auto_fit, d.rules)
-    reasons: list[str] = []
     warnings: list[str] = []
-    estimated = estimated_terms(d, b, c)
-    certain_short = False
-    if not b.startup_memory_ok:
-        short = b.requested_bytes - b.free_at_start_bytes
-        # certain where the free memory was measured, where even no context would not leave the budget, or where
-        # the context estimate's own spread (how much smaller it may be) cannot make up the shortfall
-        smaller_by = -(b.cuda_context.low or 0) if b.cuda_context.low is not None else None
-        certain = certain_short = (b.free_at_start_measured or d.gpu.total_bytes - d.other_gpu_bytes
-                                   - d.gpu.used_bytes < b.requested_bytes
-                                   or (smaller_by is not None and short > smaller_by))
-        text = (f"free memory at start ({_gib(b.free_at_start_bytes)} of {_gib(d.gpu.total_bytes)}, after a "
-                f"{'measured' if b.cuda_context.measured else 'estimated'} CUDA context of {_gib(b.cuda_context_bytes)}) "
-                f"is {_gib(short)} less than the GMU {d.gmu:.2f} budget ({_gib(b.requested_bytes)})")
-        if not certain:
-            warnings.append(f"{text}; the context is an estimate ({b.cuda_context.source.split(';')[0]}), so vLLM may "
-                            f"still start if it is {_gib(short)} smaller: check with --gpu auto on the card, or lower "
-                            f"--gpu-memory-utilization to {max_gmu_for_free(d, b):.2f} to be sure")
-    if avail <= 0:
-        reasons.append(f"weights and activations need {_gib(b.non_kv_bytes)}, the GMU {d.gmu:.2f} budget is "
-                       f"{_gib(b.requested_bytes)}: over by {_gib(-avail)}, no memory left for the KV cache")
-    elif plan.ceiling == 0:
-        need = kv_needed_bytes(layout, 1, d.rules)
-        reasons.append(f"not even one token fits: one request needs {_gib(need)} of KV cache, "
-                       f"{_gib(avail)} is available")
-    elif not d.auto_fit and plan.ceiling < d.max_model_len:
-        need = kv_needed_bytes(layout, d.max_model_len, d.rules)
-        g = min_gmu_for_bytes(d, b.non_kv_bytes, need)
-        hint = f"raise GMU to {g:.2f}" if g else "even GMU 1.00 is not enough"
-        what = "max_model_len" if d.max_model_len_given else "vLLM's default max_model_len (the model's maximum)"
-        reasons.append(f"{what} {d.max_model_len:,} needs {_gib(need)} of KV cache, {_gib(avail)} is "
-                       f"available: the ceiling at GMU {d.gmu:.2f} is {plan.ceiling:,}; {hint}, "
-                       f"or pass --max-model-len {plan.ceiling} (or auto)")
-    # the block tables are allocated after the profile, beside the KV cache: outside the budget, with the profiled
-    # peak released (vLLM 0.26.0, lab families/llama4-e: 4 groups x 1024 seqs x 655,360 blocks, 10 GiB, OOMed there)
-    kept = max(f.moe_workspace_bytes, 0) + int(c.get("kv_allocation_held_bytes", 0.0))
-    room = b.free_at_start_bytes - b.requested_bytes + b.activation_bytes - kept
-    table_ceiling = block_table_ceiling(layout, d.max_num_seqs, room)
-    length = started_length(plan, d)
-    tables = block_table_bytes(layout, d.max_num_seqs, max(1, length))
-    if avail > 0 and length > table_ceiling:
-        reasons.append(f"vLLM's block tables ({layout.num_groups} KV group(s) x {d.max_num_seqs} seqs x "
-                       f"{cdiv(length, layout.block_size):,} blocks a request of {length:,} tokens, int32) take "
-                       f"{_gib(tables)} beside the KV cache, where {_gib(max(0, room))} is free (outside the budget "
-                       f"and the profile peak released, less what the runner keeps): allocating the KV cache runs out of memory; pass "
-                       f"--max-model-len {table_ceiling} or fewer --max-num-seqs")
+    certain_short = _free_memory_short(d, b, warnings)
+    reasons = _kv_reasons(d, b, plan, layout)
+    table_ceiling, tables_reason = _block_tables(d, c, b, f, plan, layout)
+    if tables_reason:
+        reasons.append(tables_reason)
     checks = [_with_fix(chk, d, c, w) for chk in start_checks(d, plan, graph_mode(d, b))]
     if not b.startup_memory_ok and certain_short:
         checks.append(free_memory_check(d, b))
@@ -321,8 +280,77 @@ def predict(d: Deployment, c: Coefficients, w: WeightBytes | None = None,
                         f"outside the budget ({terms_txt}), only {_gib(rt.margin_bytes)} is left there: "
                         + (f"the highest GMU that serves it is {serve_gmu:.2f}" if serve_gmu else
                            "no GMU leaves enough; lower --max-num-batched-tokens"))
-    if d.vllm is not None:
-        warnings.extend(d.vllm.warnings)
+    warnings += _version_and_model_warnings(d, c, plan, layout, reasons)
+    return Prediction(d, b, plan, starts=not reasons, reasons=reasons, warnings=warnings, runtime=rt,
+                      max_serving_gmu=serve_gmu, estimated=estimated_terms(d, b, c), coefficients=c, checks=checks,
+                      table_ceiling=table_ceiling)
+
+
+def _free_memory_short(d: Deployment, b: Budget, warnings: list[str]) -> bool:
+    """Whether the free memory at start is certainly below the budget (vLLM refuses to start); where it only may
+    be (the CUDA context is an estimate), a warning says so."""
+    if b.startup_memory_ok:
+        return False
+    short = b.requested_bytes - b.free_at_start_bytes
+    # certain where the free memory was measured, where even no context would not leave the budget, or where
+    # the context estimate's own spread (how much smaller it may be) cannot make up the shortfall
+    smaller_by = -(b.cuda_context.low or 0) if b.cuda_context.low is not None else None
+    certain = (b.free_at_start_measured or d.gpu.total_bytes - d.other_gpu_bytes - d.gpu.used_bytes < b.requested_bytes
+               or (smaller_by is not None and short > smaller_by))
+    if not certain:
+        text = (f"free memory at start ({_gib(b.free_at_start_bytes)} of {_gib(d.gpu.total_bytes)}, after a "
+                f"{'measured' if b.cuda_context.measured else 'estimated'} CUDA context of {_gib(b.cuda_context_bytes)}) "
+                f"is {_gib(short)} less than the GMU {d.gmu:.2f} budget ({_gib(b.requested_bytes)})")
+        warnings.append(f"{text}; the context is an estimate ({b.cuda_context.source.split(';')[0]}), so vLLM may "
+                        f"still start if it is {_gib(short)} smaller: check with --gpu auto on the card, or lower "
+                        f"--gpu-memory-utilization to {max_gmu_for_free(d, b):.2f} to be sure")
+    return bool(certain)
+
+
+def _kv_reasons(d: Deployment, b: Budget, plan: KVPlan, layout: KVLayout) -> list[str]:
+    """Why the KV cache does not hold what the flags ask: no memory left, not one token, or max_model_len."""
+    avail = b.available_kv_bytes
+    if avail <= 0:
+        return [f"weights and activations need {_gib(b.non_kv_bytes)}, the GMU {d.gmu:.2f} budget is "
+                f"{_gib(b.requested_bytes)}: over by {_gib(-avail)}, no memory left for the KV cache"]
+    if plan.ceiling == 0:
+        need = kv_needed_bytes(layout, 1, d.rules)
+        return [f"not even one token fits: one request needs {_gib(need)} of KV cache, {_gib(avail)} is available"]
+    if not d.auto_fit and plan.ceiling < d.max_model_len:
+        need = kv_needed_bytes(layout, d.max_model_len, d.rules)
+        g = min_gmu_for_bytes(d, b.non_kv_bytes, need)
+        hint = f"raise GMU to {g:.2f}" if g else "even GMU 1.00 is not enough"
+        what = "max_model_len" if d.max_model_len_given else "vLLM's default max_model_len (the model's maximum)"
+        return [f"{what} {d.max_model_len:,} needs {_gib(need)} of KV cache, {_gib(avail)} is "
+                f"available: the ceiling at GMU {d.gmu:.2f} is {plan.ceiling:,}; {hint}, "
+                f"or pass --max-model-len {plan.ceiling} (or auto)"]
+    return []
+
+
+def _block_tables(d: Deployment, c: Coefficients, b: Budget, f, plan: KVPlan, layout: KVLayout) -> tuple[int, str]:
+    """(the longest context whose block tables fit, why this one does not: '' where it does). The block tables are
+    allocated after the profile, beside the KV cache: outside the budget, with the profiled peak released (vLLM
+    0.26.0, lab families/llama4-e: 4 groups x 1024 seqs x 655,360 blocks, 10 GiB, OOMed there)."""
+    kept = max(f.moe_workspace_bytes, 0) + int(c.get("kv_allocation_held_bytes", 0.0))
+    room = b.free_at_start_bytes - b.requested_bytes + b.activation_bytes - kept
+    table_ceiling = block_table_ceiling(layout, d.max_num_seqs, room)
+    length = started_length(plan, d)
+    if b.available_kv_bytes <= 0 or length <= table_ceiling:
+        return table_ceiling, ""
+    tables = block_table_bytes(layout, d.max_num_seqs, max(1, length))
+    return table_ceiling, (
+        f"vLLM's block tables ({layout.num_groups} KV group(s) x {d.max_num_seqs} seqs x "
+        f"{cdiv(length, layout.block_size):,} blocks a request of {length:,} tokens, int32) take "
+        f"{_gib(tables)} beside the KV cache, where {_gib(max(0, room))} is free (outside the budget "
+        f"and the profile peak released, less what the runner keeps): allocating the KV cache runs out of memory; pass "
+        f"--max-model-len {table_ceiling} or fewer --max-num-seqs")
+
+
+def _version_and_model_warnings(d: Deployment, c: Coefficients, plan: KVPlan, layout: KVLayout,
+                                reasons: list[str]) -> list[str]:
+    """What this vLLM and this model warn of beside the answer: the version's own notes, ngram on a hybrid, a fresh
+    machine's JIT, a cold compile cache, a length within one block of the ceiling."""
+    warnings = list(d.vllm.warnings) if d.vllm is not None else []
     warnings.extend(note for prefix, note in d.rules.model_notes if d.model.arch.model_type.startswith(prefix))
     if d.spec_tokens and d.speculative_method == "ngram" and d.model.arch.is_hybrid:
         warnings.append("ngram speculative decoding on a GDN hybrid: rejected draft tokens corrupt the recurrent "
@@ -339,9 +367,7 @@ def predict(d: Deployment, c: Coefficients, w: WeightBytes | None = None,
                         f"(--compile-cache warm) gets more KV cache{key}")
     if plan.ceiling and 0 <= plan.ceiling - plan.max_model_len < layout.block_size and not d.auto_fit and not reasons:
         warnings.append(f"max_model_len is within one block ({layout.block_size} tokens) of the ceiling")
-    return Prediction(d, b, plan, starts=not reasons, reasons=reasons, warnings=warnings, runtime=rt,
-                      max_serving_gmu=serve_gmu, estimated=estimated, coefficients=c, checks=checks,
-                      table_ceiling=table_ceiling)
+    return warnings
 
 
 def _with_fix(chk: StartCheck, d: Deployment, c: Coefficients, w: WeightBytes) -> StartCheck:

@@ -50,28 +50,21 @@ def explain(log: Annotated[str, typer.Argument(help="A vLLM startup log (a file,
 
     def go() -> None:
         from ..errors import UserError
-        from ..explain import compare, cross_check, deployment_from_log, explain_json, partial_json, per_worker
+        from ..comparison import compare, cross_check, deployment_from_log, explain_json, partial_json, per_worker
         from ..hardware.catalog import lookup
         from ..logparse import parse_log, require_vllm, split_startups
-        from ..output.render import explain_text, partial_explain_text
-        from ..units import parse_tokens
+        from ..output.render import explain_text, partial_explain_text, workers_text
 
         name = "stdin" if log == "-" else log
         text = read_stdin() if log == "-" else read_text(Path(log))
         boots = split_startups(text) or [text]
         n = len(boots)
-        pick = -1 if boot is None else boot
-        if pick == 0 or not -n <= pick <= n:
-            raise UserError(f"--boot {pick}: {name} holds {n} startup(s); give 1 to {n}, or -1 for the last")
-        index = pick - 1 if pick > 0 else n + pick
+        index = _boot_index(boot, n, name)
         facts = require_vllm(parse_log(boots[index]), name)
         given = {k: v for k, v in {
             "gpu_memory_utilization": gmu, "tensor_parallel_size": tp, "max_num_seqs": max_num_seqs,
             "max_num_batched_tokens": max_num_batched_tokens, "kv_cache_dtype": kv_cache_dtype,
-            "enforce_eager": enforce_eager,
-            "max_model_len": (-1 if max_model_len.strip().lower() in ("auto", "-1") else
-                              parse_tokens(max_model_len, "--max-model-len")) if max_model_len else None,
-        }.items() if v is not None}
+            "enforce_eager": enforce_eager, "max_model_len": _length(max_model_len)}.items() if v is not None}
         card = lookup(gpu) if gpu else None
         try:
             d = deployment_from_log(facts, model, card, drafter, given)
@@ -93,16 +86,27 @@ def explain(log: Annotated[str, typer.Argument(help="A vLLM startup log (a file,
             return
         echo(explain_text(log, cmp))
         if workers:
-            from tabulate import tabulate
-
-            rows = [[w["worker"], w["rank"], w["layers"], f"{w['weights_logged_gib']:.2f} / {w['weights_predicted_gib']:.2f}",
-                     f"{w['activation_logged_gib']:.2f} / {w['activation_predicted_gib']:.2f}",
-                     f"{w['kv_logged_gib']:.2f} / {w['kv_predicted_gib']:.2f}", f"{w['kv_error_gib']:+.2f}",
-                     f"{w['kv_blocks']:,}"] for w in workers]
-            echo("\nEvery worker's own budget line (logged / predicted, GiB); vLLM gives each the fewest blocks:\n"
-                 + tabulate(rows, headers=["worker", "rank", "layers", "weights", "activation", "KV", "KV error",
-                                           "KV blocks"], tablefmt="simple", disable_numparse=True))
+            echo(workers_text(workers))
         for w in warnings:
             echo(f"warning: {w}", err=True)
 
     run_safely(go)
+
+
+def _boot_index(boot: int | None, n: int, name: str) -> int:
+    """The index of the startup --boot names among a log's n (default: the last)."""
+    from ..errors import UserError
+
+    pick = -1 if boot is None else boot
+    if pick == 0 or not -n <= pick <= n:
+        raise UserError(f"--boot {pick}: {name} holds {n} startup(s); give 1 to {n}, or -1 for the last")
+    return pick - 1 if pick > 0 else n + pick
+
+
+def _length(max_model_len: str | None) -> int | None:
+    """--max-model-len as given to explain: tokens, or -1 for auto."""
+    from ..units import parse_tokens
+
+    if not max_model_len:
+        return None
+    return -1 if max_model_len.strip().lower() in ("auto", "-1") else parse_tokens(max_model_len, "--max-model-len")

@@ -237,19 +237,36 @@ def environment(env: dict[str, str] | None = None) -> dict[str, Any]:
 
 def build(o: DeploymentOptions):
     """Resolve the options into (Deployment, Coefficients): vLLM's defaults filled in for the GPU and version."""
-    from dataclasses import replace
-
     import os
 
     from ..coefficients import load
-    from ..deployment import Flags, ngram_lookup, parse_speculative_config, resolve
-    from ..errors import UserError
-    from ..hardware import catalog
-    from ..hardware.facts import known_backends
+    from ..deployment import resolve
     from ..model.checkpoint import resolve_model
+    from ..vllm_rules import choose_version
+
+    flags = _flags(o)
+    src = resolve_model(o.model)
+    gpu, cards = _cards(o, flags)
+    choice = choose_version(o.vllm_version)
+    if o.nodes > 1:
+        cards = node_cards(o, cards)
+    d = resolve(src, gpu, choice.rules, flags).with_(vllm=choice, pp=o.pipeline_parallel_size,
+                                                     dp=o.data_parallel_size, expert_parallel=o.enable_expert_parallel,
+                                                     gpus=cards, nodes=o.nodes,
+                                                     pp_partition=os.environ.get("VLLM_PP_LAYER_PARTITION") or None)
+    _check_experts(d)
+    return d, load(choice.rules.version, gpu.key, src.ref)
+
+
+def _flags(o: DeploymentOptions):
+    """The vLLM flags as `Flags`, each checked (and the environment values vLLM reads)."""
+    from dataclasses import replace
+
+    from ..deployment import Flags, ngram_lookup, parse_speculative_config
+    from ..errors import UserError
+    from ..hardware.facts import known_backends
     from ..model.lora import LoraSlots
     from ..units import parse_size, parse_tokens
-    from ..vllm_rules import choose_version
 
     for name, opt in OPTIONS.items():  # `--gpu ""` (an unset shell variable) is a mistake, not the default
         value = getattr(o, name)
@@ -269,17 +286,13 @@ def build(o: DeploymentOptions):
     if not o.enable_lora and (o.max_loras or o.max_lora_rank):
         raise UserError("--max-loras / --max-lora-rank size LoRA slots: add --enable-lora (vLLM ignores them without)")
     lora = LoraSlots(o.max_loras or LoraSlots.max_loras, o.max_lora_rank or LoraSlots.max_rank) if o.enable_lora else None
-    backend = None
-    if o.attention_backend:
-        backend = o.attention_backend.upper()
-        if backend not in known_backends():
-            raise UserError(f"--attention-backend {o.attention_backend!r} is not modelled; use one of "
-                            f"{', '.join(known_backends())}")
-    gdn = None
-    if o.gdn_prefill_backend:
-        gdn = o.gdn_prefill_backend.lower()
-        if gdn not in ("triton", "flashinfer"):
-            raise UserError(f"--gdn-prefill-backend {o.gdn_prefill_backend!r}: vLLM takes triton or flashinfer")
+    backend = o.attention_backend.upper() if o.attention_backend else None
+    if backend and backend not in known_backends():
+        raise UserError(f"--attention-backend {o.attention_backend!r} is not modelled; use one of "
+                        f"{', '.join(known_backends())}")
+    gdn = o.gdn_prefill_backend.lower() if o.gdn_prefill_backend else None
+    if gdn and gdn not in ("triton", "flashinfer"):
+        raise UserError(f"--gdn-prefill-backend {o.gdn_prefill_backend!r}: vLLM takes triton or flashinfer")
     flags = Flags(gpu_memory_utilization=o.gmu, kv_cache_dtype=o.kv_cache_dtype, dtype=o.dtype,
                   enforce_eager=o.enforce_eager,
                   num_speculative_tokens=k, speculative_method=method, max_num_seqs=o.max_num_seqs,
@@ -290,8 +303,14 @@ def build(o: DeploymentOptions):
                   attention_backend=backend, gdn_prefill_backend=gdn, draft_model=draft, lora=lora,
                   free_at_start_bytes=parse_size(o.free_memory, "--free-memory") if o.free_memory else None,
                   **lookup)
-    flags = replace(flags, **environment())
-    src = resolve_model(o.model)
+    return replace(flags, **environment())
+
+
+def _cards(o: DeploymentOptions, flags) -> tuple:
+    """(the card the budget is made on, one card per rank where --gpu lists several)."""
+    from ..errors import UserError
+    from ..hardware import catalog
+
     cards: tuple = ()
     if o.gpu and "," in o.gpu:  # one card per rank (parallel.ranks says how many)
         from ..parallel import gpu_list
@@ -304,13 +323,13 @@ def build(o: DeploymentOptions):
         if held and held >= gpu.total_bytes:
             raise UserError(f"{flag} {held / 2**30:.2f} GiB is not below {gpu.name}'s {gpu.total_gib:.2f} GiB; "
                             "give what the GPU reports (nvidia-smi)")
-    choice = choose_version(o.vllm_version)
-    if o.nodes > 1:
-        cards = node_cards(o, cards)
-    d = resolve(src, gpu, choice.rules, flags).with_(vllm=choice, pp=o.pipeline_parallel_size,
-                                                     dp=o.data_parallel_size, expert_parallel=o.enable_expert_parallel,
-                                                     gpus=cards, nodes=o.nodes,
-                                                     pp_partition=os.environ.get("VLLM_PP_LAYER_PARTITION") or None)
+    return gpu, cards
+
+
+def _check_experts(d) -> None:
+    """Data and expert parallel over a mixture of experts: what is modelled."""
+    from ..errors import UserError
+
     moe = d.model.arch.moe
     if moe is not None and d.dp > 1:
         raise UserError("data parallel on a mixture-of-experts model: vLLM spreads the experts over TP x DP ranks, "
@@ -320,7 +339,6 @@ def build(o: DeploymentOptions):
                         "one more expert, which is not modelled (an even split is: the same bytes as TP's)")
     if d.expert_parallel and d.model.arch.moe is None:
         raise UserError(f"--enable-expert-parallel: {d.model.ref} has no experts")
-    return d, load(choice.rules.version, gpu.key, src.ref)
 
 
 def node_cards(o: DeploymentOptions, cards: tuple) -> tuple:

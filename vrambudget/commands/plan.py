@@ -32,9 +32,9 @@ def plan(opts: DeploymentOptions,
         from tabulate import tabulate
 
         from ..output import servecmd as sc
-        from ..plan import best as choose
-        from ..plan import plan as run_plan
-        from ..plan import what_would
+        from ..fastest import best as choose
+        from ..fastest import plan as run_plan
+        from ..fastest import what_would
         from ..prediction import predict as run
         from ..units import parse_tokens
 

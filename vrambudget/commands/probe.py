@@ -70,26 +70,10 @@ def probe(opts: DeploymentOptions,
         from ..probe.session import ProbeOptions, Prober, simulation
         from ..profiles import user_dir
         from ..units import parse_tokens
-        from .fit import fit_and_report
 
         sim = simulate_gpu or (opts.gpu_memory if free_memory else None)
         d, c = opts.with_(gpu=simulate_gpu or (None if opts.gpu_memory else opts.gpu)).build()
-        if d.nodes > 1:
-            raise UserError(f"--nodes {d.nodes}: the probe starts vLLM on this host only; probe each host's share, or "
-                            "use predict / serve-cmd for several hosts")
-        from ..parallel import several
-
-        if target_context and max_model_len_cap:
-            raise UserError("--target-context finds the smallest GMU for one length and --max-model-len caps the "
-                            "ceiling search at a GMU: give one")
-        if target_context and opts.gmu is not None:
-            raise UserError("--target-context finds the GMU itself; leave --gpu-memory-utilization out")
-        if target_context and several(d):
-            raise UserError("--target-context with pipeline stages or mixed cards: its GMU search plans one budget; "
-                            "probe the ceiling at a GMU (the default --bisect) instead")
-        if sim and d.tp * d.pp * d.dp > 1:
-            raise UserError("--simulate-gpu / --free-memory with several workers: the blocker holds one GPU; probe "
-                            "the real cards")
+        _check_search(d, opts, target_context, max_model_len_cap, bool(sim))
         sim_opts: dict = {}
         if sim:  # plan what runs: the card's memory on this GPU's chip, vLLM seeing the free memory the blocker leaves
             sim_opts, runs = simulation(d.gpu, free_memory)
@@ -104,27 +88,9 @@ def probe(opts: DeploymentOptions,
         # progress to stdout for people; with --json only warnings, on stderr
         prober = Prober(d, c, o, report=lambda line: (echo(line, err=True) if line.startswith("warning:") else None)
                         if json_out else echo(line))
-        created = not rd.exists()
-        try:
-            summary = (prober.target(parse_tokens(target_context, "--target-context")) if target_context
-                       else prober.bisect())
-        except UserError:
-            if created and not prober.attempts:  # refused before any startup: leave nothing on disk
-                _remove_unused(rd)
-            raise
-        except KeyboardInterrupt as e:
-            what = str(e) or "Ctrl-C"
-            echo(f"probe interrupted ({what}) after {len(prober.attempts)} startup(s): every server it started is "
-                 f"stopped; logs and records so far are in {rd}", err=True)
-            raise Exit(130) from None
+        summary = _search(prober, rd, parse_tokens(target_context, "--target-context") if target_context else None)
         if refit and prober.records_path.exists():
-            try:
-                summary["fit"] = fit_and_report([str(prober.records_path)], d.rules.version, d.gpu.key, d.model.ref,
-                                                None, quiet=json_out)
-            except UserError as e:  # no startup reached the KV cache: the summary still says what happened
-                summary["fit"] = {"skipped": str(e)}
-                if not json_out:
-                    echo(f"fit skipped: {e}")
+            summary["fit"] = _refit(prober, d, json_out)
         emit_json(summary) if json_out else echo(probe_summary_text(summary))
         if summary.get("failed"):
             raise Exit(EXIT_NO)
@@ -150,3 +116,54 @@ def _remove_unused(rd) -> None:
         rd.rmdir()
     except OSError:  # something else is in it: not ours to remove
         pass
+
+
+def _check_search(d, opts: DeploymentOptions, target_context, max_model_len_cap, simulated: bool) -> None:
+    """What the probe cannot search: several hosts, a target context beside a cap or a GMU, a simulated card for
+    several workers."""
+    from ..parallel import several
+
+    if d.nodes > 1:
+        raise UserError(f"--nodes {d.nodes}: the probe starts vLLM on this host only; probe each host's share, or "
+                        "use predict / serve-cmd for several hosts")
+    if target_context and max_model_len_cap:
+        raise UserError("--target-context finds the smallest GMU for one length and --max-model-len caps the "
+                        "ceiling search at a GMU: give one")
+    if target_context and opts.gmu is not None:
+        raise UserError("--target-context finds the GMU itself; leave --gpu-memory-utilization out")
+    if target_context and several(d):
+        raise UserError("--target-context with pipeline stages or mixed cards: its GMU search plans one budget; "
+                        "probe the ceiling at a GMU (the default --bisect) instead")
+    if simulated and d.tp * d.pp * d.dp > 1:
+        raise UserError("--simulate-gpu / --free-memory with several workers: the blocker holds one GPU; probe "
+                        "the real cards")
+
+
+def _search(prober, rd, target_tokens: int | None) -> dict:
+    """The probe's search (the smallest GMU for a target, else the ceiling); refused before any startup, it leaves
+    nothing on disk; Ctrl-C stops every server it started and says where the logs are."""
+    created = not rd.exists()
+    try:
+        return prober.target(target_tokens) if target_tokens else prober.bisect()
+    except UserError:
+        if created and not prober.attempts:
+            _remove_unused(rd)
+        raise
+    except KeyboardInterrupt as e:
+        what = str(e) or "Ctrl-C"
+        echo(f"probe interrupted ({what}) after {len(prober.attempts)} startup(s): every server it started is "
+             f"stopped; logs and records so far are in {rd}", err=True)
+        raise Exit(130) from None
+
+
+def _refit(prober, d, json_out: bool) -> dict:
+    """Refit the coefficients on this probe's records (skipped, and said, where no startup reached the KV cache)."""
+    from .fit import fit_and_report
+
+    try:
+        return fit_and_report([str(prober.records_path)], d.rules.version, d.gpu.key, d.model.ref, None,
+                              quiet=json_out)
+    except UserError as e:
+        if not json_out:
+            echo(f"fit skipped: {e}")
+        return {"skipped": str(e)}

@@ -40,11 +40,7 @@ def serve_cmd(opts: DeploymentOptions,
     --margin below it) as a shell line, a systemd unit, a docker compose service or JSON."""
 
     def go() -> None:
-        from pathlib import Path
-
         from ..output import servecmd as sc
-
-        from ..prediction import fit_max_num_seqs
 
         sc.check_format(fmt)
         if vllm_bin is not None and fmt != "systemd":
@@ -53,51 +49,33 @@ def serve_cmd(opts: DeploymentOptions,
         if d.nodes > 1 and fmt in ("systemd", "compose"):
             raise UserError(f"--nodes {d.nodes} --format {fmt}: one unit per host is not written; --format shell or "
                             "json gives every host's command")
-        fitted = fit_max_num_seqs(d, c)  # vLLM's default max_num_seqs lowered where its Mamba-block check refuses it
-        notes = []
-        if fitted.max_num_seqs != d.max_num_seqs:
-            notes.append(f"--max-num-seqs {fitted.max_num_seqs}: vLLM's default {d.max_num_seqs} exceeds the Mamba "
-                         "cache blocks its CUDA graphs need on this budget, and vLLM refuses it")
-            d = fitted
-        from ..parallel import deciding
-
-        p = deciding(d.with_(auto_fit=True), c)  # several workers: the one with the fewest blocks
-        if d.max_model_len_given:
-            p_given = deciding(d, c)
-            if not p_given.starts:
-                raise UserError("; ".join(p_given.reasons))
-            mml = d.max_model_len
-        else:
-            mml = sc.choose_max_model_len(p, margin)
-        model = sc.model_argument(d, checkpoint)
-        kv_bytes = None
-        if kv_cache_memory:
-            kv_bytes = p.budget.available_kv_bytes
-            if kv_bytes <= 0:
-                raise UserError(f"--kv-cache-memory: this budget leaves no KV memory at GMU {d.gmu:.2f} "
-                                f"({kv_bytes / 2**30:.2f} GiB): nothing to reserve")
-        cmd = sc.build_command(d, p, model, mml, port, served_model_name, kv_cache_bytes=kv_bytes)
+        cmd, notes = sc.command_for(d, c, margin, checkpoint, port, served_model_name, kv_cache_memory)
         if d.nodes > 1:
             cmd.hosts = sc.host_steps(d, cmd.argv, master_addr)
-        if model.placeholder:
-            notes.append(model.how)
         if fmt == "systemd" and sc.vllm_executable(vllm_bin) is None:
             notes.append(f"no vllm on PATH here: ExecStart holds {sc.VLLM_PLACEHOLDER}; replace it with vLLM's "
                          "absolute path (`which vllm` where it is installed) or pass --vllm-bin")
-        text = sc.render(cmd, fmt, f"vLLM {model.value} (max_model_len {mml}, GMU {d.gmu:.2f}; vrambudget)",
+        text = sc.render(cmd, fmt, f"vLLM {cmd.argv[1]} (max_model_len {cmd.max_model_len}, GMU {d.gmu:.2f}; vrambudget)",
                          d.rules.version, port, user, vllm_bin)
-        if out:
-            from ..profiles import check_output, write_text_atomic
-
-            check_output(Path(out), "--out")  # a folder, a device, a pipe, a link: refused, --force or not
-            if Path(out).exists() and not force:
-                raise UserError(f"{out} exists; pass --force to replace it")
-            write_text_atomic(Path(out), text, "--out")
-        else:
-            sys.stdout.write(text)
+        _write(text, out, force)
         for note in notes:
             echo(f"note: {note}", err=True)
         for w in cmd.warnings:
             echo(f"warning: {w}", err=True)
 
     run_safely(go)
+
+
+def _write(text: str, out: str | None, force: bool) -> None:
+    """The command to stdout, or to --out: a folder, a device, a pipe or a link refused, --force or not."""
+    from pathlib import Path
+
+    if not out:
+        sys.stdout.write(text)
+        return
+    from ..profiles import check_output, write_text_atomic
+
+    check_output(Path(out), "--out")
+    if Path(out).exists() and not force:
+        raise UserError(f"{out} exists; pass --force to replace it")
+    write_text_atomic(Path(out), text, "--out")

@@ -56,5 +56,6 @@ FAMILY = Family(
     read=read,
     evidence="vLLM 0.26.0 source (deepseek_v2.py, mla_attention.py, kv_cache_interface.py); lab startups on vLLM 0.26.0 "
              "(H100: DeepSeek-V2-Lite eager and graphs on Model Runner V2, DeepSeek-V3 cut to 5 layers on V1; fp8 KV "
-             "(FlashMLA, block 64) and Kimi K2 from source only)",
+             "(FlashMLA, block 64) and Kimi K2 from source only) and on vLLM 0.33.0 (H200 and H100: DeepSeek-V3 cut to 5 "
+             "layers at 2,048 to 32,768 batched tokens, its MLA profile peak from vLLM 0.33.0's source)",
 )

@@ -38,5 +38,6 @@ FAMILY = Family(
     model_types=("gpt_oss",),
     read=read,
     evidence="vLLM 0.26.0 source (gpt_oss.py, mxfp4.py, the MXFP4 MoE backends' layouts); lab startups on vLLM 0.26.0 "
-             "(H100: gpt-oss-20b, MXFP4 via Triton)",
+             "(H100: gpt-oss-20b, MXFP4 via Triton) and 0.33.0 (H200 and H100: gpt-oss-20b at its defaults and at 2,048 "
+             "to 32,768 batched tokens)",
 )

@@ -34,6 +34,6 @@ FAMILY = Family(
     architectures=("MiniMaxM2ForCausalLM",),
     model_types=("minimax_m2",),
     read=read,
-    evidence="vLLM 0.26.0 source (minimax_m2.py); a lab startup on vLLM 0.26.0 (H100: MiniMax-M2.5 cut to 4 layers, "
-             "bf16)",
+    evidence="vLLM 0.26.0 source (minimax_m2.py); lab startups on vLLM 0.26.0 (H100: MiniMax-M2.5 cut to 4 layers, "
+             "bf16) and 0.33.0 (H100: its FP8 block release cut to 4 layers, weights as logged)",
 )

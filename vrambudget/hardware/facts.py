@@ -10,7 +10,6 @@ from typing import Any
 
 from .catalog import GPU, architecture_of
 from ..profiles import bundled_dir, read_json
-from ..model.weights import Int4Load
 from ..units import GiB, MiB
 
 
@@ -225,6 +224,30 @@ def gdn_prefill_path(gpu: GPU, forced: str | None = None) -> str:
     if forced == "triton" or (forced is None and gpu.architecture != "hopper"):
         return "Triton/FLA"
     return "FlashInfer GDN (Hopper)"
+
+
+@dataclass(frozen=True)
+class Int4Load:
+    """What a GPU's 4-bit kernel and the vLLM version do at load to what sits beside the packed weights.
+    used_zero_point_bytes: bytes per (group, output) of zero points the kernel uses (None: as packed);
+    unused_zero_points_kept / g_idx_kept: a symmetric GPTQ checkpoint's qzeros and its g_idx (no act order) stay
+    allocated; extra_bytes_per_group: what the version loads beyond that (vllm_rules)."""
+
+    used_zero_point_bytes: float | None = None
+    unused_zero_points_kept: bool = True
+    g_idx_kept: bool = True
+    extra_bytes_per_group: float = 0.0
+
+    def zero_point_bytes(self, symmetric: bool, bits: int) -> float:
+        """Bytes per (group, output) a checkpoint's stored zero points hold once loaded."""
+        if symmetric:
+            return bits / 8 if self.unused_zero_points_kept else 0.0
+        return self.used_zero_point_bytes or bits / 8
+
+    def keeps_g_idx(self, act_order: bool) -> bool:
+        """Whether a GPTQ layer's g_idx (4 bytes per input) stays allocated."""
+        return act_order or self.g_idx_kept
+
 
 
 def int4_load(gpu: GPU, extra_bytes_per_group: float = 0.0, kernel: str | None = None) -> Int4Load:

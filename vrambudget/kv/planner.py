@@ -153,14 +153,10 @@ def stage_pool_layers(layout: KVLayout, kinds: list[LayerKind], first: int, coun
     return largest
 
 
-# the order vLLM's plan (and this tool's tables) list a model's kinds in: attention first, state last
-KIND_ORDER = (LayerKind.FULL, LayerKind.MLA, LayerKind.SLIDING, LayerKind.CHUNKED, LayerKind.GDN, LayerKind.MAMBA2)
-
-
 def _kind_buckets(mixers: list, ctx: CacheContext) -> list[Bucket]:
-    """One bucket per (kind, spec), in KIND_ORDER, counting the layers that share it."""
+    """One bucket per (kind, spec), in the kinds' order (LayerKind), counting the layers that share it."""
     out: list[Bucket] = []
-    for m in sorted(mixers, key=lambda m: KIND_ORDER.index(m.kind)):
+    for m in sorted(mixers, key=lambda m: m.kind.order):
         out = _merge(out + [Bucket(m.kind, m.cache_spec(ctx), 1)])
     return out
 

@@ -9,14 +9,19 @@ from typing import Any, Iterator, Protocol
 
 
 class LayerKind(str, Enum):
-    """A decoder layer's token mixer. The values are the names configs use where they have one (layer_types)."""
+    """A decoder layer's token mixer. The values are the names configs use where they have one (layer_types); the
+    order is the one vLLM's KV plan (and this tool's tables) list a model's kinds in: attention first, state last."""
 
     FULL = "full_attention"
+    MLA = "mla"
     SLIDING = "sliding_attention"
     CHUNKED = "chunked_attention"
-    MLA = "mla"
     GDN = "linear_attention"
     MAMBA2 = "mamba2"
+
+    @property
+    def order(self) -> int:
+        return list(LayerKind).index(self)
 
     @property
     def label(self) -> str:

@@ -19,6 +19,7 @@ from typing import Any, Iterator
 from .arch import ModelArch
 from ..errors import UserError
 from .allocator import rounding_bytes
+from ..hardware.facts import Int4Load
 from ..layers.base import DecoderLayer, Tensor
 from ..units import cdiv, dtype_bytes
 
@@ -31,29 +32,6 @@ ALWAYS_UNQUANTIZED = ("embed_tokens", "lm_head", "conv1d", "in_proj_b", "in_proj
 
 # The 4-bit formats vLLM loads through its AutoAWQ / AutoGPTQ methods (Machete or Marlin): what `Int4Load` measured
 INT4_LOAD_METHODS = ("awq", "gptq")
-
-
-@dataclass(frozen=True)
-class Int4Load:
-    """What a GPU's 4-bit kernel and the vLLM version do at load to what sits beside the packed weights.
-    used_zero_point_bytes: bytes per (group, output) of zero points the kernel uses (None: as packed);
-    unused_zero_points_kept / g_idx_kept: a symmetric GPTQ checkpoint's qzeros and its g_idx (no act order) stay
-    allocated; extra_bytes_per_group: what the version loads beyond that (vllm_rules)."""
-
-    used_zero_point_bytes: float | None = None
-    unused_zero_points_kept: bool = True
-    g_idx_kept: bool = True
-    extra_bytes_per_group: float = 0.0
-
-    def zero_point_bytes(self, symmetric: bool, bits: int) -> float:
-        """Bytes per (group, output) a checkpoint's stored zero points hold once loaded."""
-        if symmetric:
-            return bits / 8 if self.unused_zero_points_kept else 0.0
-        return self.used_zero_point_bytes or bits / 8
-
-    def keeps_g_idx(self, act_order: bool) -> bool:
-        """Whether a GPTQ layer's g_idx (4 bytes per input) stays allocated."""
-        return act_order or self.g_idx_kept
 
 
 def ignored(name: str, pattern: str) -> bool:

@@ -403,7 +403,7 @@ def kv_only_text(d: Deployment, available_kv_gib: float, res: dict[str, Any]) ->
 
 def explain_text(name: str, cmp: Any) -> str:
     """`explain`: the flags a log states, its budget next to predict's, and what its outcome means."""
-    from ..explain import meaning
+    from ..comparison import meaning
 
     facts, d = cmp.facts, cmp.prediction.deployment
     i = d.inputs()
@@ -472,3 +472,16 @@ def probe_summary_text(s: dict[str, Any]) -> str:
         out.append(f"smallest GMU for {s['tokens']:,} tokens: {g:.2f}" if g else
                    f"no GMU up to 0.99 starts {s['tokens']:,} tokens")
     return "\n".join(out)
+
+
+def workers_text(workers: list[dict]) -> str:
+    """Every worker's own budget line of a log (explain), logged / predicted."""
+    from tabulate import tabulate
+
+    rows = [[w["worker"], w["rank"], w["layers"], f"{w['weights_logged_gib']:.2f} / {w['weights_predicted_gib']:.2f}",
+             f"{w['activation_logged_gib']:.2f} / {w['activation_predicted_gib']:.2f}",
+             f"{w['kv_logged_gib']:.2f} / {w['kv_predicted_gib']:.2f}", f"{w['kv_error_gib']:+.2f}",
+             f"{w['kv_blocks']:,}"] for w in workers]
+    return ("\nEvery worker's own budget line (logged / predicted, GiB); vLLM gives each the fewest blocks:\n"
+            + tabulate(rows, headers=["worker", "rank", "layers", "weights", "activation", "KV", "KV error",
+                                      "KV blocks"], tablefmt="simple", disable_numparse=True))

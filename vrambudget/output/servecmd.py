@@ -398,3 +398,39 @@ def as_json(cmd: ServeCommand) -> dict[str, Any]:
         if cmd.hosts else {}
     return {**extra, "argv": ["vllm", *cmd.argv], "shell": shell(cmd), **hosts, "max_model_len": cmd.max_model_len,
             "ceiling": cmd.ceiling, "warnings": cmd.warnings}
+
+
+def command_for(d: Deployment, c, margin: str | None = None, checkpoint: str | None = None, port: int = 8000,
+                served_name: str | None = None, kv_cache_memory: bool = False) -> tuple[ServeCommand, list[str]]:
+    """The `vllm serve` command for a deployment and the notes beside it: vLLM's default max_num_seqs lowered where
+    its Mamba-block check refuses it, max_model_len the given one (refused where it does not start) or the
+    predicted ceiling less `margin`, the worker with the fewest blocks deciding; `kv_cache_memory`: vLLM's
+    --kv-cache-memory from the budget in place of the GMU."""
+    from ..parallel import deciding
+    from ..prediction import fit_max_num_seqs
+
+    notes = []
+    fitted = fit_max_num_seqs(d, c)
+    if fitted.max_num_seqs != d.max_num_seqs:
+        notes.append(f"--max-num-seqs {fitted.max_num_seqs}: vLLM's default {d.max_num_seqs} exceeds the Mamba "
+                     "cache blocks its CUDA graphs need on this budget, and vLLM refuses it")
+        d = fitted
+    p = deciding(d.with_(auto_fit=True), c)  # several workers: the one with the fewest blocks
+    if d.max_model_len_given:
+        p_given = deciding(d, c)
+        if not p_given.starts:
+            raise UserError("; ".join(p_given.reasons))
+        mml = d.max_model_len
+    else:
+        mml = choose_max_model_len(p, margin)
+    model = model_argument(d, checkpoint)
+    kv = None
+    if kv_cache_memory:
+        kv = p.budget.available_kv_bytes
+        if kv <= 0:
+            raise UserError(f"--kv-cache-memory: this budget leaves no KV memory at GMU {d.gmu:.2f} "
+                            f"({kv / 2**30:.2f} GiB): nothing to reserve")
+    cmd = build_command(d, p, model, mml, port, served_name, kv_cache_bytes=kv)
+    if model.placeholder:
+        notes.append(model.how)
+    return cmd, notes
