@@ -7,7 +7,7 @@ from vrambudget.hardware import catalog as gpus
 from vrambudget.units import GiB
 
 from .test_public_logs import facts
-from .test_strangers_cards import predicted_available
+from .test_corpus_strangers import predicted_available
 
 EAGER_0151 = "c-a100-40gb-llama3.1-8b-v0.15.1.log"
 QWEN3_0191 = "c-a100-40gb-qwen3-8b-v0.19.1.log"

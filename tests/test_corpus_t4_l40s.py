@@ -5,7 +5,7 @@ from vrambudget.hardware import catalog as gpus
 from vrambudget.units import GiB
 
 from .test_public_logs import PUBLIC, facts
-from .test_strangers_cards import predicted_available
+from .test_corpus_strangers import predicted_available
 
 T4_LOG = "c-t4-qwen2.5-1.5b-v0.30.0.log"
 L40S_LOG = "c-l40s-r1-distill-qwen-32b-fp8-v0.11.0.log"

@@ -106,7 +106,7 @@ def test_sliding_window_layers_hold_window_plus_chunk():
 
 
 def test_mla_outside_the_deepseek_family_is_refused_clearly():
-    """MLA is planned for the DeepSeek family (tests/test_families.py); a GQA family's config with kv_lora_rank is
+    """MLA is planned for the DeepSeek family (tests/test_family_readers.py); a GQA family's config with kv_lora_rank is
     not what its reader models: refused, naming MLA."""
     from vrambudget.errors import UserError
 

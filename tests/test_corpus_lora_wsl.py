@@ -22,7 +22,7 @@ from vrambudget.units import GiB, MiB
 from vrambudget.vllm_rules import rules_for
 
 from .test_public_logs import PUBLIC, SOURCES, facts, model_path
-from .test_strangers_cards import predicted_available
+from .test_corpus_strangers import predicted_available
 
 LORA_LOGS = ["c-2xt4-qwen3-8b-lora-v0.22.0.log", "c-2xt4-qwen3-8b-lora-v0.22.1-a.log",
              "c-2xt4-qwen3-8b-lora-v0.22.1-b.log"]

@@ -20,7 +20,7 @@ from vrambudget.units import GiB
 from vrambudget.vllm_rules import rules_for
 
 from .test_public_logs import PUBLIC
-from .test_strangers_cards import predicted_available
+from .test_corpus_strangers import predicted_available
 
 PROBE = json.loads((Path(__file__).parent / "fixtures" / "lab-sampler-h100" / "sampler_probe.json").read_text())
 H100 = "c-h100-qwen3-30b-a3b-v0.10.2.log"

@@ -216,3 +216,26 @@ def test_a_piecewise_graphs_memory_grows_with_the_layers():
     c = compare_file(fx / "lab-vllm-0.33.0-h200" / "vision" / "g3-27b-lmo.log", model=str(fx / "models" / "gemma-3-27b-it"))
     rows = {r[0]: r for r in c.rows}
     assert rows["CUDA graph estimate"][1] == 1.42 and abs(rows["CUDA graph estimate"][3]) <= 0.05
+
+
+def test_every_layer_kind_checks_its_own_tensor_parallel_split(capsys):
+    # Nemotron-H 56B: 256 Mamba2 heads in 8 groups; TP 16 splits the attention heads but not the groups, which vLLM
+    # refuses (mamba_mixer2.py): the Mamba2 kind says so now that resolve asks every layer kind
+    from .cli_run import run
+
+    m = str(Path(__file__).resolve().parent / "fixtures" / "models" / "nemotron-h-56b-base-8k")
+    code, _, err = run(["predict", "--model", m, "--gpu", "h100", "-tp", "16"], capsys)
+    assert code == 2 and "Mamba2 heads" in err and err.count("\n") == 1
+    code, _, _ = run(["predict", "--model", m, "--gpu", "h100", "-tp", "8", "--json"], capsys)
+    assert code in (0, 1)
+
+
+def test_a_per_layer_mlp_width_list_keeps_the_mlps_width():
+    from vrambudget.families import arch_from_config
+
+    from .conftest import fixture_config
+
+    cfg = fixture_config("nemotron-h-56b-base-8k")
+    n_mlp = cfg["hybrid_override_pattern"].count("-")
+    a = arch_from_config({**cfg, "intermediate_size": [cfg["intermediate_size"]] * n_mlp}, "list")
+    assert a.mlp_width == cfg["intermediate_size"] == arch_from_config(cfg, "int").mlp_width
