@@ -167,3 +167,15 @@ def read_decoder(cfg: dict[str, Any], name: str = "model") -> ModelArch:
                   norms_per_layer=(4 + (3 if text.get("enable_moe_block") else 0)) if gemma4 else 2,
                   rotary_caches=tuple((b.max_position, dim, None)
                                       for dim in _rotary_dims(text, b.head_dim, full_dim, gemma4)))
+
+
+def reader_with_tower_unmodelled(tower: str):
+    """read_decoder for a family whose vision tower is not modelled: the text model, with the tower said (a startup
+    with it is refused until --language-model-only is given)."""
+    from dataclasses import replace
+
+    def read(cfg: dict[str, Any], name: str) -> ModelArch:
+        a = read_decoder(cfg, name)
+        return replace(a, extras=replace(a.extras, tower_unmodelled=tower if a.vision is not None else ""))
+
+    return read

@@ -4,29 +4,20 @@ the tower vLLM also keeps one max_num_batched_tokens x hidden buffer per deepsta
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import Any
-
-from ..model.arch import ModelArch
 from . import Family
-from .decoder import read_decoder
+from .decoder import reader_with_tower_unmodelled
 
-TOWER = ("Qwen3-VL's deepstack vision tower (vLLM 0.33.0 with it, Qwen3-VL-8B on an H100: 0.53 GiB less KV memory than "
+TOWER = ("Qwen3-VL's deepstack vision tower (vLLM 0.33.0 with it, Qwen3-VL-8B on an H100: about 0.5 GiB less KV memory than "
          "the Qwen3.5 tower's model plans, in its encoder profile, kept buffers and CUDA graphs; "
          "lab-vllm-0.33.0-h100/vision/q3vl-8b-vis)")
 
-
-def read(cfg: dict[str, Any], name: str) -> ModelArch:
-    """The decoder and its tower's weights; the tower's profile is not modelled, so it takes --language-model-only."""
-    a = read_decoder(cfg, name)
-    return replace(a, extras=replace(a.extras, tower_unmodelled=TOWER if a.vision is not None else ""))
 
 FAMILY = Family(
     name="Qwen3-VL (Qwen3 decoder, deepstack vision tower)",
     architectures=("Qwen3VLForConditionalGeneration", "Qwen3VLMoeForConditionalGeneration"),
     model_types=("qwen3_vl", "qwen3_vl_moe"),
-    read=read,
+    read=reader_with_tower_unmodelled(TOWER),
     evidence="vLLM 0.33.0 source (qwen3_vl.py, qwen3_vl_moe.py); the text model is the GQA family's Qwen3 decoder; a lab "
-             "startup on vLLM 0.33.0 with the tower (H100: Qwen3-VL-8B, stand-in processor files: weights within 0.04 "
-             "GiB, the rest of the tower not modelled, tests/fixtures/lab-vllm-0.33.0-h100/vision/q3vl-8b-vis)",
+             "startup on vLLM 0.33.0 with --language-model-only (H200: Qwen3-VL-8B, +0.02 GiB of KV) and one with the "
+             "tower (H100: its weights within 0.04 GiB, the rest of the tower not modelled)",
 )
