@@ -13,7 +13,8 @@ from vrambudget.kv.planner import plan_kv, tokens_within_rounding
 from vrambudget.prediction import layout_for
 from vrambudget.units import GiB
 from vrambudget.vllm_rules import RULES
-from vrambudget.model.weights import (GDN_BA_PROJ, model_tensors, mtp_tensors, replicated_on_ranks, vision_tensors,
+from vrambudget.layers.base import Role
+from vrambudget.model.weights import (model_tensors, mtp_tensors, replicated_on_ranks, vision_tensors,
                                 weights_from_config)
 
 TP2 = Path(__file__).parent / "fixtures" / "lab-vllm-0.26.0-h200x2"
@@ -69,10 +70,10 @@ def test_gdn_ba_projection_whole_on_every_rank_under_int4():
     """vLLM 0.26 keeps a Qwen3.5-layout GDN layer's in_proj_b/a whole on each rank under AWQ, GPTQ and AutoRound
     (Marlin needs 64 outputs per rank); 0.20 and the FP8 / bf16 checkpoints shard it."""
     ar, fp8 = resolve_model("qwen3.8-27b-int4-autoround").arch, resolve_model("qwen3.8-27b-fp8").arch
-    assert replicated_on_ranks(ar, RULES["0.26"].gdn_ba_replicated_int4) == GDN_BA_PROJ
-    assert replicated_on_ranks(ar, RULES["0.20"].gdn_ba_replicated_int4) == ()
-    assert replicated_on_ranks(fp8, RULES["0.26"].gdn_ba_replicated_int4) == ()
-    whole = weights_from_config(ar, with_vision=False, tp=2, replicated=GDN_BA_PROJ).model
+    assert replicated_on_ranks(ar, RULES["0.26"].gdn_ba_replicated_int4) == {Role.STATE_GATE}
+    assert replicated_on_ranks(ar, RULES["0.20"].gdn_ba_replicated_int4) == frozenset()
+    assert replicated_on_ranks(fp8, RULES["0.26"].gdn_ba_replicated_int4) == frozenset()
+    whole = weights_from_config(ar, with_vision=False, tp=2, replicated=frozenset({Role.STATE_GATE})).model
     split = weights_from_config(ar, with_vision=False, tp=2).model
     # 48 GDN layers x 2 projections x 5120 x 48 x 2 B, half of it more per rank
     assert whole - split == 48 * 2 * 5120 * 48 * 2 // 2

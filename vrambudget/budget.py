@@ -139,7 +139,7 @@ def _checkpoint_bytes(d: Deployment) -> WeightBytes:
             mtp = weights_from_config(a, with_vision=False, tp=d.tp, int4=int4).mtp
             w = WeightBytes(w.model, mtp, w.vision, w.source)
         return w if d.with_vision else WeightBytes(w.model, w.mtp, 0, w.source)
-    replicated = replicated_on_ranks(a, d.rules.gdn_ba_replicated_int4) if d.tp > 1 else ()
+    replicated = replicated_on_ranks(a, d.rules.gdn_ba_replicated_int4) if d.tp > 1 else frozenset()
     return weights_from_config(a, with_vision=d.with_vision, tp=d.tp, int4=int4, replicated=replicated)
 
 

@@ -35,6 +35,24 @@ class LayerKind(str, Enum):
         return self in (LayerKind.GDN, LayerKind.MAMBA2)
 
 
+class Role(str, Enum):
+    """What a weight is to vLLM: which decides whether a checkpoint's quantizer converts it and how it splits over
+    tensor-parallel ranks (never read back from its name, which stays the checkpoint's for its ignore lists)."""
+
+    PROJECTION = "projection"  # a Linear a weight-only quantizer converts
+    EMBEDDING = "embedding"  # the token embedding (vocab-parallel: split over the ranks)
+    LM_HEAD = "lm_head"  # quantized only where the checkpoint says so
+    ROUTER = "router"  # an MoE's gate and routing bias: model dtype or fp32
+    EXPERTS = "experts"  # routed experts (the only weights MXFP4 converts)
+    STATE_GATE = "state_gate"  # GatedDeltaNet's b and a projections: kept in model dtype (vLLM's qwen3_next.py)
+    SHARED_GATE = "shared_gate"  # the shared expert's one-output gate
+    PARAM = "param"  # norms, convolutions, biases, sinks, state parameters: not Linear
+
+
+# the Linears vLLM keeps in the model dtype whatever the checkpoint's quantizer
+NEVER_QUANTIZED = frozenset({Role.EMBEDDING, Role.ROUTER, Role.STATE_GATE, Role.SHARED_GATE, Role.PARAM})
+
+
 @dataclass(frozen=True)
 class Tensor:
     """One weight (or `count` identical ones, e.g. MoE experts). Linear: numel = in_f * out_f."""
@@ -49,6 +67,8 @@ class Tensor:
     dtype_bytes: int | None = None  # fixed whatever the model dtype (e.g. fp32 router biases); None: the model's
     replicated: bool = False  # a Linear vLLM keeps whole on every tensor-parallel rank (MLA's down projections)
     tp_split: bool = False  # a non-Linear that splits over the ranks all the same (a Mamba2 conv, its A and D)
+    role: Role = Role.PROJECTION
+    fuse: str = ""  # the fused tensor it is in vLLM's layout ('w13': the experts' gate and up; 'w2': their down)
 
     @property
     def numel(self) -> int:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator
 
-from .base import Tensor
+from .base import Role, Tensor
 
 
 @dataclass(frozen=True)
@@ -62,19 +62,23 @@ class MoE:
     def tensors(self, prefix: str, part: str) -> Iterator[Tensor]:
         p, h, e, i = f"{prefix}.mlp", self.hidden, self.num_experts, self.expert_intermediate
         if self.router_fp32:
-            yield Tensor(f"{p}.gate.", h * e, 1, linear=False, part=part, dtype_bytes=4)
+            yield Tensor(f"{p}.gate.", h * e, 1, linear=False, part=part, dtype_bytes=4, role=Role.ROUTER)
         else:
-            yield Tensor(f"{p}.gate.", h, e, part=part, bias=self.expert_bias)
+            yield Tensor(f"{p}.gate.", h, e, part=part, bias=self.expert_bias, role=Role.ROUTER)
         if self.router_bias:
-            yield Tensor(f"{p}.gate.e_score_correction_bias", e, 1, linear=False, part=part, dtype_bytes=4)
+            yield Tensor(f"{p}.gate.e_score_correction_bias", e, 1, linear=False, part=part, dtype_bytes=4,
+                         role=Role.ROUTER)
         if self.fused:
             yield Tensor(f"{p}.experts.w13", h, (2 if self.gated else 1) * i, count=e, bias=self.expert_bias,
-                         part=part)
-            yield Tensor(f"{p}.experts.w2", i, h, count=e, bias=self.expert_bias, part=part)
+                         part=part, role=Role.EXPERTS, fuse="w13")
+            yield Tensor(f"{p}.experts.w2", i, h, count=e, bias=self.expert_bias, part=part, role=Role.EXPERTS,
+                         fuse="w2")
         else:
             for proj in ("gate_proj", "up_proj") if self.gated else ("up_proj",):
-                yield Tensor(f"{p}.experts.{proj}", h, i, count=e, bias=self.expert_bias, part=part)
-            yield Tensor(f"{p}.experts.down_proj", i, h, count=e, bias=self.expert_bias, part=part)
+                yield Tensor(f"{p}.experts.{proj}", h, i, count=e, bias=self.expert_bias, part=part,
+                             role=Role.EXPERTS, fuse="w13")
+            yield Tensor(f"{p}.experts.down_proj", i, h, count=e, bias=self.expert_bias, part=part,
+                         role=Role.EXPERTS, fuse="w2")
         if self.shared_intermediate:
             s = self.shared_intermediate
             if self.shared_gated:
@@ -82,7 +86,7 @@ class MoE:
             yield Tensor(f"{p}.shared_expert.up_proj", h, s, part=part)
             yield Tensor(f"{p}.shared_expert.down_proj", s, h, part=part)
             if self.shared_gate:
-                yield Tensor(f"{p}.shared_expert_gate", h, 1, part=part)
+                yield Tensor(f"{p}.shared_expert_gate", h, 1, part=part, role=Role.SHARED_GATE)
 
     @property
     def width(self) -> int:

@@ -10,7 +10,7 @@ from typing import Iterator
 from ..errors import UserError
 from ..kv.spec import MambaSpec
 from ..units import dtype_bytes
-from .base import CacheContext, LayerKind, Tensor
+from .base import CacheContext, LayerKind, Role, Tensor
 
 
 @dataclass(frozen=True)
@@ -42,8 +42,8 @@ class GatedDeltaNet:
         p, h = f"{prefix}.linear_attn", self.hidden
         yield Tensor(f"{p}.in_proj_qkv", h, 2 * self.key_dim + self.value_dim, part=part)
         yield Tensor(f"{p}.in_proj_z", h, self.value_dim, part=part)
-        yield Tensor(f"{p}.in_proj_b", h, self.num_value_heads, part=part)
-        yield Tensor(f"{p}.in_proj_a", h, self.num_value_heads, part=part)
+        yield Tensor(f"{p}.in_proj_b", h, self.num_value_heads, part=part, role=Role.STATE_GATE)
+        yield Tensor(f"{p}.in_proj_a", h, self.num_value_heads, part=part, role=Role.STATE_GATE)
         yield Tensor(f"{p}.conv1d", self.conv_kernel, self.conv_dim, linear=False, part=part)
         yield Tensor(f"{p}.A_log+dt_bias", 2, self.num_value_heads, linear=False, part=part)
         yield Tensor(f"{p}.norm", self.value_head_dim, 1, linear=False, part=part)

@@ -20,15 +20,10 @@ from .arch import ModelArch
 from ..errors import UserError
 from .allocator import rounding_bytes
 from ..hardware.facts import Int4Load
-from ..layers.base import DecoderLayer, Tensor
+from ..layers.base import NEVER_QUANTIZED, DecoderLayer, Role, Tensor
 from ..units import cdiv, dtype_bytes
 
 VOCAB_PADDING = 64  # vLLM pads vocab-parallel embeddings to a multiple of 64 rows
-
-# Names that no weight-only quantizer in common use converts (vLLM keeps them in model dtype).
-ALWAYS_UNQUANTIZED = ("embed_tokens", "lm_head", "conv1d", "in_proj_b", "in_proj_a", "mlp.gate.",
-                      "shared_expert_gate", "visual.")
-
 
 # The 4-bit formats vLLM loads through its AutoAWQ / AutoGPTQ methods (Machete or Marlin): what `Int4Load` measured
 INT4_LOAD_METHODS = ("awq", "gptq")
@@ -73,10 +68,10 @@ class QuantScheme:
         if self.method == "none" or not t.linear:
             return False
         if self.method == "mxfp4":  # gpt-oss: the routed experts only (vLLM's GptOssMxfp4Config)
-            return ".experts." in t.name
-        if t.name.startswith("lm_head") and self.quantize_lm_head:
-            return True
-        if any(k in t.name for k in ALWAYS_UNQUANTIZED):
+            return t.role is Role.EXPERTS
+        if t.role is Role.LM_HEAD:
+            return self.quantize_lm_head
+        if t.role in NEVER_QUANTIZED or t.part == "vision":  # no weight-only quantizer in common use converts them
             return False
         if self.only and not any(t.name.startswith(block) for block in self.only):
             return False
@@ -226,13 +221,13 @@ def model_tensors(a: ModelArch) -> Iterator[Tensor]:
     root = "model.language_model" if a.is_multimodal else "model"
     vocab = cdiv(a.vocab_size, VOCAB_PADDING) * VOCAB_PADDING
     if a.holds_embedding:
-        yield Tensor(f"{root}.embed_tokens", vocab, a.hidden_size, linear=False)
+        yield Tensor(f"{root}.embed_tokens", vocab, a.hidden_size, linear=False, role=Role.EMBEDDING)
     for i, layer in enumerate(a.layers):
         yield from decoder_layer_tensors(a, layer, f"{root}.layers.{i}", "model")
     yield from a.extras.tensors
     yield Tensor(f"{root}.norm", a.hidden_size, 1, linear=False)
     if a.holds_lm_head and not a.tie_word_embeddings:
-        yield Tensor("lm_head", a.hidden_size, vocab)
+        yield Tensor("lm_head", a.hidden_size, vocab, role=Role.LM_HEAD)
 
 
 def buffer_tensors(a: ModelArch) -> Iterator[Tensor]:
@@ -300,16 +295,15 @@ def tensor_bytes(t: Tensor, scheme: QuantScheme, model_dtype_bytes: int) -> int:
 
 
 # a Qwen3.5-layout GDN layer's b/a projection (Qwen3-Next merges them interleaved and keeps them sharded)
-GDN_BA_PROJ = (".linear_attn.in_proj_b", ".linear_attn.in_proj_a")
 
 
-def replicated_on_ranks(a: ModelArch, ba_replicated_int4: bool) -> tuple[str, ...]:
-    """Name suffixes of linear tensors vLLM keeps whole on every tensor-parallel rank: the GDN b/a projection of a
+def replicated_on_ranks(a: ModelArch, ba_replicated_int4: bool) -> frozenset[Role]:
+    """The roles of linear tensors vLLM keeps whole on every tensor-parallel rank: the GDN b/a projection of a
     Qwen3.5-layout model under a 4-bit group-quantized checkpoint, where the vLLM version does so (vllm_rules)."""
     if ba_replicated_int4 and a.model_type.startswith("qwen3_5") and \
             scheme_from_config(a.quantization).method in INT4_LOAD_METHODS:
-        return GDN_BA_PROJ
-    return ()
+        return frozenset({Role.STATE_GATE})
+    return frozenset()
 
 
 # MXFP4 MoE kernels (vLLM 0.26 fused_moe/oracle/mxfp4.py mxfp4_round_up_hidden_size_and_intermediate_size and each
@@ -325,7 +319,7 @@ def mxfp4_expert_bytes(t: Tensor, backend: str, tp: int) -> int:
     of groups rounded to 4 (triton_kernels HopperMXValueLayout / HopperMXScaleLayout)."""
     align_i, align_h, bias_bytes = MXFP4_LAYOUTS[backend]
     up = lambda x, m: -(-x // m) * m  # noqa: E731
-    w13 = t.name.endswith(".w13")
+    w13 = t.fuse == "w13"
     inter = up((t.out_f // 2 if w13 else t.in_f) // tp, align_i)
     hidden = up(t.out_f if not w13 else t.in_f, align_h) if align_h > 1 else (t.in_f if w13 else t.out_f)
     n, k = (2 * inter, hidden) if w13 else (hidden, inter)
@@ -338,9 +332,9 @@ def mxfp4_expert_bytes(t: Tensor, backend: str, tp: int) -> int:
 
 
 def weights_from_config(a: ModelArch, *, with_vision: bool, tp: int = 1, int4: Int4Load = Int4Load(),
-                        replicated: tuple[str, ...] = (), mxfp4_backend: str = "triton") -> WeightBytes:
+                        replicated: frozenset[Role] = frozenset(), mxfp4_backend: str = "triton") -> WeightBytes:
     """Weight bytes per rank computed from shapes and the quantization config; `int4`: what the GPU's 4-bit
-    kernel and the vLLM version do at load (gpufacts.int4_load); `replicated`: name suffixes of linear tensors
+    kernel and the vLLM version do at load (gpufacts.int4_load); `replicated`: the roles of linear tensors
     whole on every rank (replicated_on_ranks)."""
     scheme = replace(scheme_from_config(a.quantization), load=int4, mxfp4_backend=mxfp4_backend)
     db = dtype_bytes(a.dtype)
@@ -353,10 +347,10 @@ def weights_from_config(a: ModelArch, *, with_vision: bool, tp: int = 1, int4: I
             total[t.part] += mxfp4_expert_bytes(t, scheme.mxfp4_backend, tp)  # per rank, padded per rank
             continue
         b = tensor_bytes(t, scheme, db)
-        sharded = ((t.linear and not t.replicated and not t.name.endswith(replicated)) or t.tp_split
-                   or t.name.endswith("embed_tokens"))
+        embedding = t.role is Role.EMBEDDING
+        sharded = (t.linear and not t.replicated and t.role not in replicated) or t.tp_split or embedding
         total[t.part] += b // tp if sharded else b
-        if t.linear or t.name.endswith("embed_tokens"):
+        if t.linear or embedding:
             main = matrix_bytes(t, scheme, db)
             matrices[t.part].append((t.name, main // tp if sharded else main))
     if allocator_rounding_applies(scheme):
