@@ -135,6 +135,17 @@ def drafter_reference(ref: str) -> str | None:
 
 
 @dataclass(frozen=True)
+class Defaulted:
+    """An input the user did not choose, said as such: the `Flags` field it sets and the words for it."""
+
+    flag: str  # "gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens", "kv_cache_dtype", "max_model_len"
+    text: str
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True)
 class Deployment:
     """Everything resolved: no None left in the flags that matter."""
 
@@ -157,7 +168,7 @@ class Deployment:
     language_model_only: bool
     other_gpu_bytes: int
     speculative_method: str = "mtp"
-    defaults: tuple[str, ...] = ()  # inputs the user did not choose: vLLM's defaults, said as such
+    defaults: tuple[Defaulted, ...] = ()  # inputs the user did not choose: vLLM's defaults, said as such
     attention_backend: str | None = None  # forced with --attention-backend
     gdn_prefill_backend: str | None = None  # forced with --gdn-prefill-backend ("triton" / "flashinfer")
     int4_kernel: str | None = None  # the 4-bit kernel ("Machete" / "Marlin") where a log names it; None: vLLM's pick
@@ -428,11 +439,12 @@ def resolve(model: ModelSource, gpu: GPU, rules: VllmRules, flags: Flags) -> Dep
     if a.extras.tower_unmodelled and not lmo:
         raise UserError(f"{a.name}: {a.extras.tower_unmodelled} is not modelled, and vLLM loads it unless told otherwise: "
                         "pass --language-model-only to plan the text model (vLLM then serves text only)")
-    defaults = [text for given, text in (
-        (flags.gpu_memory_utilization, f"GMU {gmu:.2f}"), (flags.max_num_seqs, f"max_num_seqs {seqs}"),
-        (flags.max_num_batched_tokens, f"max_num_batched_tokens {tokens}"),
-        (None if kv == "auto" else kv, f"KV cache in {a.dtype}"),
-        (flags.max_model_len, f"max_model_len {mml:,} (the model's maximum)")) if given is None]
+    defaults = [Defaulted(flag, text) for flag, given, text in (
+        ("gpu_memory_utilization", flags.gpu_memory_utilization, f"GMU {gmu:.2f}"),
+        ("max_num_seqs", flags.max_num_seqs, f"max_num_seqs {seqs}"),
+        ("max_num_batched_tokens", flags.max_num_batched_tokens, f"max_num_batched_tokens {tokens}"),
+        ("kv_cache_dtype", None if kv == "auto" else kv, f"KV cache in {a.dtype}"),
+        ("max_model_len", flags.max_model_len, f"max_model_len {mml:,} (the model's maximum)")) if given is None]
     return Deployment(model, gpu, rules, gmu, kv, kv_bytes, flags.enforce_eager, k, seqs, tokens, mml, auto_fit,
                       flags.max_model_len is not None, flags.enable_prefix_caching, tp, flags.compile_cache, lmo,
                       flags.other_gpu_bytes, flags.speculative_method if k else "mtp", tuple(defaults),

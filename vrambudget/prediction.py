@@ -12,9 +12,9 @@ from .budget import Budget, budget, features, weight_bytes
 from .hardware.facts import flashinfer_autotunes, gdn_prefill_path, unified_memory_band
 from .runtime import RuntimeNeed, Verdict, eager_warmup_bytes, max_serving_gmu
 from .serving import budget_error, graph_kind_band, graph_mode, host_share_term, runtime_for, start_verdict
-from .start_checks import StartCheck, mamba_check_applies, start_checks
+from .start_checks import Check, StartCheck, mamba_check_applies, start_checks
 from .coefficients import Coefficients
-from .deployment import Deployment
+from .deployment import Defaulted, Deployment
 from .model.arch import SLIDING
 from .kv.planner import (DraftLayers, KVLayout, KVPlan, block_table_bytes, block_table_ceiling, build_layout, ceiling_for, stage_pool_layers,
                         kv_needed_bytes, plan_startup)
@@ -88,7 +88,7 @@ class Prediction:
             return {}
         length = started_length(self.plan, d)
         need_kv = kv_needed_bytes(layout, max(1, length), d.rules)
-        if any(c.check == "mamba_cache_blocks" for c in self.checks):  # max_num_seqs blocks, whatever the length
+        if any(c.check is Check.MAMBA_CACHE_BLOCKS for c in self.checks):  # max_num_seqs blocks, whatever the length
             need_kv = max(need_kv, d.max_num_seqs * layout.bytes_per_block)
         return {"starts": start_verdict(f"max_model_len {length:,} starts", b.available_kv_bytes, need_kv, c, b, d),
                 "first request": self.runtime.verdict("first"), "prompt": self.runtime.verdict("prompt")}
@@ -180,7 +180,7 @@ def free_memory_check(d: Deployment, b: Budget) -> StartCheck:
     message = (f"Free memory on device ({b.free_at_start_bytes / GiB:.2f}/{d.gpu.total_gib:.2f} GiB) on startup is "
                f"less than desired GPU memory utilization ({d.gmu}, {b.requested_bytes / GiB:.2f} GiB). Decrease GPU "
                "memory utilization or reduce GPU memory used by other processes.")
-    return StartCheck("free_memory_below_budget", False, b.requested_bytes, b.free_at_start_bytes, message,
+    return StartCheck(Check.FREE_MEMORY_BELOW_BUDGET, False, b.requested_bytes, b.free_at_start_bytes, message,
                       f"--gpu-memory-utilization {g:.2f} or lower (the CUDA context and other processes sit outside "
                       "the budget), or free the GPU", "vllm/v1/worker/utils.py request_memory (0.20.2-0.33.0)")
 
@@ -372,7 +372,7 @@ def _version_and_model_warnings(d: Deployment, c: Coefficients, plan: KVPlan, la
 
 def _with_fix(chk: StartCheck, d: Deployment, c: Coefficients, w: WeightBytes) -> StartCheck:
     """A failing Mamba-block check with the max_num_seqs that starts (mamba_safe_max_num_seqs) in its fix."""
-    if chk.passes or chk.check != "mamba_cache_blocks":
+    if chk.passes or chk.check is not Check.MAMBA_CACHE_BLOCKS:
         return chk
     seqs = mamba_safe_max_num_seqs(d, c, w)
     fix = (f"--max-num-seqs {seqs} (the most whose own budget still leaves that many KV cache blocks with the "
@@ -409,7 +409,7 @@ def mamba_safe_max_num_seqs(d: Deployment, c: Coefficients, w: WeightBytes | Non
 def seqs_that_start(predictions: list[Prediction]) -> int | None:
     """The max_num_seqs that passes vLLM's Mamba-block check on each of these boots of one deployment (the fix its
     refusals name, the smallest); None where none refuses or one has no max_num_seqs that starts."""
-    seqs = [chk.max_num_seqs_that_starts for p in predictions for chk in p.refusals if chk.check == "mamba_cache_blocks"]
+    seqs = [chk.max_num_seqs_that_starts for p in predictions for chk in p.refusals if chk.check is Check.MAMBA_CACHE_BLOCKS]
     return min(seqs) if seqs and all(seqs) else None
 
 
@@ -423,10 +423,10 @@ def fit_max_num_seqs(d: Deployment, c: Coefficients, w: WeightBytes | None = Non
     seqs = seqs_that_start([p])
     if seqs is None:
         return d
-    limit = next(x.limit for x in p.refusals if x.check == "mamba_cache_blocks")
+    limit = next(x.limit for x in p.refusals if x.check is Check.MAMBA_CACHE_BLOCKS)
     note = (f"max_num_seqs {seqs} (chosen: vLLM's default {d.max_num_seqs} exceeds the {limit} Mamba cache blocks "
             "its CUDA graphs need)")
-    defaults = tuple(note if x.startswith("max_num_seqs ") else x for x in d.defaults)
+    defaults = tuple(Defaulted("max_num_seqs", note) if x.flag == "max_num_seqs" else x for x in d.defaults)
     return d.with_(max_num_seqs=seqs, defaults=defaults)
 
 
@@ -572,17 +572,18 @@ def answer(d: Deployment, c: Coefficients, w: WeightBytes | None = None, prompt_
                    if other else None)
     seqs = seqs_that_start([a.first_boot, a.restart])
     short = next((chk for p in (a.first_boot, a.restart) for chk in p.refusals
-                  if chk.check == "free_memory_below_budget"), None)
+                  if chk.check is Check.FREE_MEMORY_BELOW_BUDGET), None)
     if fix and short is not None:  # vLLM refuses the budget itself: the same at the GMU the free memory allows
         g = max_gmu_for_free(d, a.restart.budget)
         if g >= 0.01:
-            fixed_d = d.with_(gmu=g, defaults=tuple(x for x in d.defaults if not x.startswith("GMU ")) +
-                              (f"GMU {g:.2f} (the fix)",))
+            fixed_d = d.with_(gmu=g, defaults=tuple(x for x in d.defaults if x.flag != "gpu_memory_utilization") +
+                              (Defaulted("gpu_memory_utilization", f"GMU {g:.2f} (the fix)"),))
             a = replace(a, fixed=answer(fixed_d, c, w, prompt_tokens, other, fix=True))
     elif fix and seqs is not None:
         note = f"max_num_seqs {seqs} (the fix)"
         fixed_d = d.with_(max_num_seqs=seqs, max_num_seqs_given=True,
-                          defaults=tuple(x for x in d.defaults if not x.startswith("max_num_seqs ")) + (note,))
+                          defaults=tuple(x for x in d.defaults if x.flag != "max_num_seqs")
+                          + (Defaulted("max_num_seqs", note),))
         a = replace(a, fixed=answer(fixed_d, c, w, prompt_tokens, other, fix=False))
     return a
 
@@ -592,7 +593,7 @@ def answer_json(a: Answer) -> dict[str, Any]:
     out = {"max_model_len_ceiling_first_boot": a.first_boot.ceiling if a.first_boot.plan.ceiling else 0,
            "max_model_len_ceiling_restart": a.restart.ceiling if a.restart.plan.ceiling else 0,
            "starts_first_boot": a.first_boot.starts, "starts_restart": a.restart.starts,
-           "defaults_not_chosen": list(a.restart.deployment.defaults),
+           "defaults_not_chosen": [x.text for x in a.restart.deployment.defaults],
            "verdicts_first_boot": {k: v.to_json() for k, v in a.first_boot.verdicts.items()},
            "verdicts_restart": {k: v.to_json() for k, v in a.restart.verdicts.items()},
            "restart_compile_cache": a.restart.deployment.compile_cache,

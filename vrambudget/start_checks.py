@@ -6,10 +6,20 @@ Pure: a deployment, its budget and its KV plan in."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 from .deployment import Deployment
 from .kv.planner import KVPlan
+
+
+class Check(str, Enum):
+    """vLLM's checks that refuse flags at any length (the values are the JSON's)."""
+
+    MAMBA_CACHE_BLOCKS = "mamba_cache_blocks"
+    BATCHED_TOKENS_BELOW_SEQS = "batched_tokens_below_seqs"
+    ALIGN_BLOCK_SIZE = "align_block_size"
+    FREE_MEMORY_BELOW_BUDGET = "free_memory_below_budget"
 
 
 @dataclass(frozen=True)
@@ -17,7 +27,7 @@ class StartCheck:
     """One refusal vLLM makes at startup: whether it passes, the figure it compares (`value`) against its `limit`,
     vLLM's own message with the predicted figures, and the fix."""
 
-    check: str  # "mamba_cache_blocks" | "batched_tokens_below_seqs" | "align_block_size"
+    check: Check
     passes: bool
     value: int
     limit: int
@@ -27,7 +37,7 @@ class StartCheck:
     max_num_seqs_that_starts: int | None = None  # where lowering max_num_seqs is the fix (set by predict.py)
 
     def to_json(self) -> dict[str, Any]:
-        return {"check": self.check, "passes": self.passes, "value": self.value, "limit": self.limit,
+        return {"check": self.check.value, "passes": self.passes, "value": self.value, "limit": self.limit,
                 "vllm_message": self.vllm_message, "fix": self.fix, "source": self.source,
                 "max_num_seqs_that_starts": self.max_num_seqs_that_starts}
 
@@ -53,7 +63,7 @@ def mamba_block_check(d: Deployment, plan: KVPlan, graph_mode: str) -> StartChec
     blocks, seqs = plan.num_blocks, d.max_num_seqs
     message = (f"max_num_seqs ({seqs}) exceeds available Mamba cache blocks ({blocks}). Each decode sequence requires "
                "one Mamba cache block, so CUDA graph capture cannot proceed.")
-    return StartCheck("mamba_cache_blocks", seqs <= blocks, seqs, blocks, message,
+    return StartCheck(Check.MAMBA_CACHE_BLOCKS, seqs <= blocks, seqs, blocks, message,
                       f"--max-num-seqs {blocks} or fewer (CUDA graphs), --enforce-eager, or a higher "
                       "--gpu-memory-utilization; a shorter max_model_len does not help",
                       "vllm/config/compilation.py CompilationConfig.resolve_cudagraph_mode_and_sizes (0.20.2-0.33.0)")
@@ -64,7 +74,7 @@ def batched_tokens_check(d: Deployment) -> StartCheck | None:
     max_num_seqs is refused (a defaulted max_num_seqs is lowered to it first, so only a given one trips it)."""
     if d.max_num_batched_tokens >= d.max_num_seqs:
         return None
-    return StartCheck("batched_tokens_below_seqs", False, d.max_num_batched_tokens, d.max_num_seqs,
+    return StartCheck(Check.BATCHED_TOKENS_BELOW_SEQS, False, d.max_num_batched_tokens, d.max_num_seqs,
                       f"max_num_batched_tokens ({d.max_num_batched_tokens}) must be greater than or equal to "
                       f"max_num_seqs ({d.max_num_seqs}).",
                       f"--max-num-batched-tokens {d.max_num_seqs} or more, or --max-num-seqs {d.max_num_batched_tokens}",
@@ -79,7 +89,7 @@ def align_block_check(d: Deployment, plan: KVPlan) -> StartCheck | None:
     block = plan.layout.block_size
     if block <= d.max_num_batched_tokens:
         return None
-    return StartCheck("align_block_size", False, block, d.max_num_batched_tokens,
+    return StartCheck(Check.ALIGN_BLOCK_SIZE, False, block, d.max_num_batched_tokens,
                       f"In Mamba cache align mode, block_size ({block}) must be <= max_num_batched_tokens "
                       f"({d.max_num_batched_tokens}).",
                       f"--max-num-batched-tokens {block} or more, or drop --enable-prefix-caching",

@@ -136,7 +136,7 @@ def plan_table(p: Prediction) -> str:
         ["GPU KV cache size", f"{pl.kv_cache_tokens:,} tokens", "as vLLM logs it"],
         ["max concurrency", f"{pl.max_concurrency:.2f}x", f"requests of {pl.max_model_len:,} tokens"],
         ["CEILING max_model_len", f"{p.ceiling:,} tokens",
-         f"none starts: {', '.join(x.check for x in p.refusals)} (see below)" if p.refusals else "longest that starts"
+         f"none starts: {', '.join(x.check.value for x in p.refusals)} (see below)" if p.refusals else "longest that starts"
          + (" (capped at the model's maximum)" if p.ceiling < pl.ceiling else "")],
     ]
     return tabulate(rows, headers=["KV plan", "value", "how"], tablefmt="simple", disable_numparse=True)
@@ -169,7 +169,7 @@ def answer_lines(a: Answer) -> list[str]:
     d = a.restart.deployment
     lines = refusal_lines(a) if a.refusals else ceiling_lines(a)
     if d.defaults:
-        lines.append(f"Not chosen by you (vLLM {d.rules.version} defaults on this GPU): {', '.join(d.defaults)}.")
+        lines.append(f"Not chosen by you (vLLM {d.rules.version} defaults on this GPU): {', '.join(map(str, d.defaults))}.")
     if a.restart.estimated:
         lines.append(f"Estimated, not measured here: {'; '.join(a.restart.estimated)}.")
     return lines
