@@ -100,7 +100,7 @@ def test_a_family_is_one_file_found_by_its_presence():
 
 # docs/architecture.md's layers, top to bottom: a module imports from its own line and the lines below
 LAYERS = [["cli", "commands", "api"], ["probe"], ["output"], ["comparison", "fit", "fastest"], ["parallel"],
-          ["prediction"], ["serving", "start_checks"], ["budget", "runtime"], ["coefficients", "logparse"],
+          ["prediction"], ["serving", "start_checks"], ["budget", "runtime", "activation", "graphs", "features"], ["coefficients", "logparse"],
           ["deployment"], ["kv.planner"], ["model.checkpoint", "model.drafter", "model.lora"], ["families"],
           ["model.weights", "model.allocator", "model.config_check"], ["model.arch"], ["layers"], ["kv.spec", "kv"],
           ["hardware", "vllm_rules"], ["inputs", "profiles", "units", "errors", "model", ""]]

@@ -1,4 +1,4 @@
-"""The eager forward's peak traced tensor by tensor (budget.moe_attention_peak, budget.mlp_peak), against vLLM 0.26.0
+"""The eager forward's peak traced tensor by tensor (activation.moe_attention_peak, activation.mlp_peak), against vLLM 0.26.0
 on one H100 (benchmarks/lab/plans/h100-0.26.0-moe-forward.json): `vllm serve` with one sequence, so the dummy
 sampler's peak is one logits row and the forward decides, and the allocator's own record of what is alive at that
 peak (benchmarks/lab/peak_snapshot.py); then the multi-GPU logs the trace explains (pipeline stages, TP 2)."""
@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from vrambudget import coefficients
-from vrambudget.budget import features, mlp_peak, moe_attention_peak
+from vrambudget.budget import features
+from vrambudget.activation import mlp_peak, moe_attention_peak
 from vrambudget.comparison import deployment_from_log
 from vrambudget.hardware.catalog import lookup
 from vrambudget.logparse import parse_log
@@ -69,7 +70,7 @@ def test_the_forward_peak_scales_with_the_batched_tokens(tokens, logged_peak):
 
 
 def test_a_dense_peak_is_left_to_the_mlp_term():
-    """Mixtral's own MLP term (budget.forward_peak: 1.72 GiB) stays the larger where the scratch and the attention
+    """Mixtral's own MLP term (activation.forward_peak: 1.72 GiB) stays the larger where the scratch and the attention
     come to 1.69 (the logged peak): the new term only ever raises a peak, and the KV cache stays within 0.04."""
     d = _deployment("mixtral-e-s1-8192.log", MIXTRAL)
     c = coefficients.load(d.rules.version, d.gpu.key, d.model.ref)

@@ -10,7 +10,8 @@ import pytest
 
 from vrambudget import coefficients
 from vrambudget.hardware import catalog as gpus
-from vrambudget.budget import compile_peak, features, sampler_peak
+from vrambudget.budget import features
+from vrambudget.activation import compile_peak, sampler_peak
 from vrambudget.model.checkpoint import resolve_model
 from vrambudget.deployment import Flags, resolve
 from vrambudget.comparison import compare_file

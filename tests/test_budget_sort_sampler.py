@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from vrambudget import coefficients as coeffs
-from vrambudget.budget import sort_sampler_peak
+from vrambudget.activation import sort_sampler_peak
 from vrambudget.logparse import parse_log
 from vrambudget.units import GiB
 from vrambudget.vllm_rules import rules_for

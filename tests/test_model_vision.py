@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from vrambudget.budget import encoder_profile_patches
+from vrambudget.activation import encoder_profile_patches
 from vrambudget.model.checkpoint import resolve_model
 from vrambudget.comparison import compare_file
 

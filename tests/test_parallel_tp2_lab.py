@@ -40,7 +40,7 @@ def test_encoder_peak_splits_over_tensor_parallel_ranks():
     rank at TP 2: its MLP activations split. Text only, the same startup peaks at 0.98, below the encoder's."""
     vis, lmo = _rows("q38ar-tp2-e-fp8-mtp3-vis.log"), _rows("q38ar-tp2-e-fp8-mtp3-lmo.log")
     assert vis["activation peak"][1] == 1.50 and abs(vis["activation peak"][3]) <= 0.02
-    assert lmo["activation peak"][1] == 0.98 and abs(lmo["activation peak"][3]) <= 0.01  # budget.mlp_peak
+    assert lmo["activation peak"][1] == 0.98 and abs(lmo["activation peak"][3]) <= 0.01  # activation.mlp_peak
     assert vis["weights (incl. drafter)"][1] - lmo["weights (incl. drafter)"][1] == pytest.approx(0.44)
 
 

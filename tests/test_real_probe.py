@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from vrambudget import coefficients
-from vrambudget.budget import Features, available_kv
+from vrambudget.budget import available_kv
+from vrambudget.features import Features
 from vrambudget.fit import fit, load_samples
 from vrambudget.logparse import parse_log
 from vrambudget.profiles import read_jsonl

@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from vrambudget.budget import cudagraph_sizes, features
+from vrambudget.budget import features
+
+from vrambudget.graphs import cudagraph_sizes
 from vrambudget.comparison import compare_file, deployment_from_log
 from vrambudget.logparse import parse_log
 from vrambudget.profiles import read_jsonl

@@ -71,7 +71,7 @@ def _bundled(version: str, seen: tuple[str, ...] = (), leave_out: str | None = N
     """This version's bundled coefficients over those it inherits. A coefficient taken from public logs names them
     in 'from_logs', each of which alone shows its value; with `leave_out` the only one, it is skipped (the inherited
     value stands): a log never predicts itself (benchmarks/accuracy.py scores the public logs leave-one-out).
-    A name 'x@arch' is x on that GPU architecture (budget.Features.architecture)."""
+    A name 'x@arch' is x on that GPU architecture (features.Features.architecture)."""
     path = bundled_dir() / "coefficients" / f"vllm-{version}.json"
     if not path.is_file():
         raise UserError(f"no bundled coefficients for vLLM {version}")

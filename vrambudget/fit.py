@@ -13,7 +13,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from .budget import Features, available_kv, cudagraph_estimate, features, language_model_peak, peaks_add, sampler_peak
+from .budget import available_kv, features
+
+from .graphs import cudagraph_estimate
+
+from .activation import language_model_peak, peaks_add, sampler_peak
+
+from .features import Features
 from .coefficients import Coefficient, Coefficients
 from .errors import UserError
 from .profiles import read_jsonl, read_text

@@ -7,8 +7,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .budget import Budget, Features, features, forward_peak, sampler_peak, v2_graph_kind
-from .budget import graph_mode as budget_graph_mode
+from .budget import Budget, features
+
+from .graphs import v2_graph_kind
+
+from .activation import forward_peak, sampler_peak
+
+from .features import Features
+from .graphs import graph_mode as budget_graph_mode
 from .coefficients import Coefficients
 from .deployment import Deployment
 from .hardware.facts import flashinfer_autotunes, gdn_prefill_path, unified_memory_band, unified_memory_host_share

@@ -14,7 +14,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from ..budget import activation, features
+from ..budget import features
+
+from ..activation import activation
 from ..coefficients import Coefficients
 from ..deployment import Deployment, gmu_flag
 from ..errors import UserError
