@@ -158,3 +158,14 @@ def test_a_simulation_needs_the_bigger_card_on_both_paths(monkeypatch):
     opts, runs = session.simulation(small, "15.56GiB")
     assert runs.architecture == "hopper" and runs.total_bytes == small.total_bytes
     assert opts["simulate_free_bytes"] == int(15.56 * 2**30) and opts["real_total_bytes"] == big.total_bytes
+
+
+def test_every_cards_total_says_its_basis_as_data():
+    from vrambudget.hardware.catalog import Basis, catalog
+
+    cat = catalog()
+    assert {g.basis for g in cat.values()} <= {Basis.MEASURED, Basis.LOGGED, Basis.PUBLISHED, Basis.ESTIMATED}
+    assert {k for k, g in cat.items() if g.measured} == {"h100", "h200"}  # the lab's own cards
+    for g in cat.values():  # the basis and the source's words agree
+        assert (g.basis is Basis.ESTIMATED) == g.source.startswith("estimate"), g.key
+        assert (g.basis is Basis.PUBLISHED) == g.source.startswith(("PyTorch's", "vLLM's")), g.key

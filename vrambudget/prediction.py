@@ -9,6 +9,7 @@ from functools import cached_property
 from typing import Any
 
 from .budget import Budget, budget, features, weight_bytes
+from .hardware.catalog import Basis
 from .hardware.facts import flashinfer_autotunes, gdn_prefill_path, unified_memory_band
 from .runtime import RuntimeNeed, Verdict, eager_warmup_bytes, max_serving_gmu
 from .serving import budget_error, graph_kind_band, graph_mode, host_share_term, runtime_for, start_verdict
@@ -206,7 +207,7 @@ def estimated_terms(d: Deployment, b: Budget, c: Coefficients | None = None) -> 
         out.append("pipeline stages (measured on vLLM 0.26.0, two H200s: Qwen3-8B, Llama-3.1-8B, Qwen3-30B-A3B; the "
                    "intermediate tensors on other versions and runners from source)")
     if not d.gpu.measured:
-        public = next((f"{who} public figure" for who in ("PyTorch's", "vLLM's") if d.gpu.source.startswith(who)), None)
+        public = f"{d.gpu.source.split(' ', 1)[0]} public figure" if d.gpu.basis is Basis.PUBLISHED else None
         out.append(f"GPU total ({public or d.gpu.source.split(':')[0]})")
     if d.gpu.unified_memory:
         out.append(f"{d.gpu.name} shares its memory with the CPU: vLLM reads the host's available memory, so what the "

@@ -5,11 +5,23 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, replace
+from enum import Enum
 from functools import lru_cache
 
 from ..errors import UserError
 from ..profiles import bundled_dir, read_json
 from ..units import GiB
+
+
+class Basis(str, Enum):
+    """Where a card's total memory comes from (gpus.json's basis)."""
+
+    MEASURED = "measured"  # CUDA's total, read on the lab host
+    LOGGED = "logged"  # a vLLM or torch log on that card
+    PUBLISHED = "published"  # PyTorch's or vLLM's own figure as public messages print it
+    ESTIMATED = "estimated"  # from a sibling card or nvidia-smi less CUDA's reserve
+    GIVEN = "given"  # --gpu-memory
+    READ = "read"  # NVML on this machine (--gpu auto, a card not in the catalog)
 
 
 @dataclass(frozen=True)
@@ -26,6 +38,7 @@ class GPU:
     unified_memory: bool = False  # memory shared with the CPU (GB10): free at startup moves with the host's state
     memory_mib: int | None = None  # the whole memory as nvidia-smi lists it (CUDA's total under WSL 2)
     nvml_memory: bool = True  # NVML reports the memory total (False on the GB10: vLLM then takes its small defaults)
+    basis: Basis = Basis.ESTIMATED
 
     @property
     def is_hopper(self) -> bool:
@@ -38,7 +51,7 @@ class GPU:
     @property
     def measured(self) -> bool:
         """Total memory measured as CUDA reports it (else PyTorch's public figure or an estimate)."""
-        return self.source.startswith("measured")
+        return self.basis is Basis.MEASURED
 
 
 def architecture_of(compute_capability: str) -> str:
@@ -58,7 +71,7 @@ def catalog() -> dict[str, GPU]:
     return {k: GPU(k, v["name"], int(v["total_bytes"]), str(v["compute_capability"]), v["source"],
                    sms=v.get("sms"), architecture=v.get("architecture") or architecture_of(str(v["compute_capability"])),
                    unified_memory=bool(v.get("unified_memory")), memory_mib=v.get("memory_mib"),
-                   nvml_memory=v.get("nvml_memory", True))
+                   nvml_memory=v.get("nvml_memory", True), basis=Basis(v["basis"]))
             for k, v in data.items()}
 
 
@@ -130,7 +143,7 @@ def from_memory(total_bytes: int, compute_capability: str = "8.9") -> GPU:
     if total_bytes < GiB:
         raise UserError(f"--gpu-memory {total_bytes} bytes is less than 1 GiB; write it like 23.5GiB")
     return GPU("custom", f"custom GPU ({total_bytes / GiB:.2f} GiB)", total_bytes, compute_capability,
-               "--gpu-memory as given", architecture=architecture_of(compute_capability))
+               "--gpu-memory as given", architecture=architecture_of(compute_capability), basis=Basis.GIVEN)
 
 
 def detect(index: int = 0) -> GPU:
@@ -156,18 +169,19 @@ def detect(index: int = 0) -> GPU:
             sms = None
     finally:
         pynvml.nvmlShutdown()
-    key, total, source = "auto", int(mem.total), "NVML total of the local GPU (nvidia-smi's, above CUDA's)"
+    key, total, source, basis = "auto", int(mem.total), "NVML total of the local GPU (nvidia-smi's, above CUDA's)", \
+        Basis.READ
     try:
         known = lookup(name)
         key = known.key  # fitted profiles are filed under the catalog name
         sms = sms or known.sms
         if known.measured:
-            total, source = known.total_bytes, known.source
+            total, source, basis = known.total_bytes, known.source, known.basis
     except UserError:
         pass
     cc = f"{major}.{minor}"
     return GPU(key, name, total, cc, source, used_bytes=int(mem.used), sms=sms, architecture=architecture_of(cc),
-               free_bytes=int(mem.free))
+               free_bytes=int(mem.free), basis=basis)
 
 
 def _cores_per_sm(major: int, minor: int) -> int:
@@ -185,7 +199,7 @@ def simulated(card: GPU, host: GPU, flag: str = "--simulated-on") -> GPU:
         raise UserError(f"{flag}: {host.name} ({host.total_gib:.1f} GiB) is not bigger than {card.name} "
                         f"({card.total_gib:.1f} GiB); a simulation runs a smaller card on a bigger GPU")
     return replace(host, name=f"{card.name} (simulated on {host.name})", total_bytes=card.total_bytes,
-                   source=card.source, free_bytes=None, used_bytes=0)
+                   source=card.source, basis=card.basis, free_bytes=None, used_bytes=0)
 
 
 def resolve(gpu: str | None, gpu_memory: str | None) -> GPU:
@@ -196,7 +210,7 @@ def resolve(gpu: str | None, gpu_memory: str | None) -> GPU:
         total = parse_size(gpu_memory, "--gpu-memory")
         if total < GiB:
             raise UserError(f"--gpu-memory {gpu_memory!r} is less than 1 GiB; write it like 23.5GiB")
-        return replace(card, total_bytes=total, memory_mib=None,
+        return replace(card, total_bytes=total, memory_mib=None, basis=Basis.GIVEN,
                        source=f"--gpu-memory as given ({total / GiB:.2f} GiB), on the {card.name}'s chip")
     if gpu_memory is not None:
         return from_memory(parse_size(gpu_memory, "--gpu-memory"))

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
-from .catalog import GPU, architecture_of
+from .catalog import GPU, Basis, architecture_of
 from ..profiles import bundled_dir, read_json
 from ..units import GiB, MiB
 
@@ -268,7 +268,7 @@ def under_wsl(gpu: GPU) -> GPU:
     if gpu.memory_mib is None:
         return replace(gpu, source=f"{gpu.source}; under WSL 2 CUDA reports the whole memory, not in the catalog "
                                    f"for this card, so the native total stands (an estimate)")
-    return replace(gpu, total_bytes=gpu.memory_mib * MiB,
+    return replace(gpu, total_bytes=gpu.memory_mib * MiB, basis=Basis.ESTIMATED,
                    source=f"estimate: under WSL 2 CUDA reports the whole {gpu.memory_mib:,} MiB "
                           f"(gpu_facts.json wsl_total, {len(rule['evidence'])} public observations)")
 

@@ -6,19 +6,22 @@ from typing import Any
 
 from tabulate import tabulate
 
-from ..hardware.catalog import GPU
+from ..hardware.catalog import GPU, Basis
 from ..hardware.facts import attention_backend, cuda_context
 from ..vllm_rules import NEWEST
 
 
-def _basis(source: str) -> str:
-    return "measured" if source.startswith("measured") else \
-        "PyTorch reports" if source.startswith("PyTorch") else source.split(":")[0]
+def _basis(g: GPU) -> str:
+    """The listing's words for where a card's total comes from: its basis, PyTorch's figure so named, else the
+    source's own head."""
+    if g.basis is Basis.MEASURED:
+        return "measured"
+    return "PyTorch reports" if g.source.startswith("PyTorch") else g.source.split(":")[0]
 
 
 def gpus_json(cat: dict[str, GPU]) -> dict[str, Any]:
     return {k: {"name": v.name, "total_bytes": v.total_bytes, "compute_capability": v.compute_capability,
-                "source": v.source, "sms": v.sms, "architecture": v.architecture,
+                "source": v.source, "basis": v.basis.value, "sms": v.sms, "architecture": v.architecture,
                 "cuda_context_bytes": cuda_context(v).value, "cuda_context_measured": cuda_context(v).measured,
                 "cuda_context_source": cuda_context(v).source,
                 "attention_backend_fp8_kv": attention_backend(v, "fp8", version=NEWEST).label,
@@ -26,7 +29,7 @@ def gpus_json(cat: dict[str, GPU]) -> dict[str, Any]:
 
 
 def gpus_text(cat: dict[str, GPU]) -> str:
-    rows = [[k, v.name, f"{v.total_gib:.2f}", _basis(v.source), v.compute_capability, v.sms, v.architecture,
+    rows = [[k, v.name, f"{v.total_gib:.2f}", _basis(v), v.compute_capability, v.sms, v.architecture,
              f"{cuda_context(v).value / 2**30:.2f}" + ("" if cuda_context(v).measured else " (est.)"),
              f"{attention_backend(v, 'bf16', version=NEWEST).label} / {attention_backend(v, 'fp8', version=NEWEST).label}"] for k, v in cat.items()]
     return tabulate(rows, headers=["--gpu", "name", "GiB", "total from", "cc", "SMs", "arch", "context GiB",
