@@ -179,8 +179,12 @@ def moe_attention_peak(f: Features, c: Coefficients) -> float:
     tensors it received, the residual among them. 0 without a kept scratch, and for MLA (its own coefficient)."""
     if f.moe_workspace_bytes <= 0 or not f.attention_forward_bytes or f.mla_heads:
         return 0.0
+    # compiled (CUDA graphs), vLLM 0.33 holds more hidden-size tensors there than the eager trace (a coefficient
+    # measured on Mixtral; 0 where not measured)
+    compiled = 0.0 if f.eager else (c.get("moe_attention_compiled_hidden_tensors", 0.0) * f.tokens * f.hidden
+                                    * f.logits_bytes)
     return (cublas_workspace(f, c) + f.moe_workspace_bytes + f.attention_forward_bytes + f.intermediate_bytes
-            + jit_extra(f, c))
+            + jit_extra(f, c) + compiled)
 
 
 def peaks_add(c: Coefficients) -> bool:
