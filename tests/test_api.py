@@ -75,3 +75,10 @@ def test_serve_command_is_serve_cmds(capsys):
     assert code == 0 and text == out and "--kv-cache-memory " in text
     with pytest.raises(vrambudget.UserError, match="format"):
         vrambudget.serve_command(model="qwen3-8b", gpu="h100", format="yaml")
+
+
+def test_several_workers_answer_with_the_clis_rank_table(capsys):
+    a = vrambudget.predict(model="qwen3-8b", gpu="h200", pipeline_parallel_size=2, vllm_version="0.26.0")
+    code, out, _ = run(["predict", "--model", "qwen3-8b", "--gpu", "h200", "-pp", "2", "--vllm-version", "0.26.0",
+                        "--json"], capsys)
+    assert code == 0 and a.json == json.loads(out) and len(a.json["ranks"]) == 2

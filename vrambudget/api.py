@@ -18,7 +18,7 @@ from typing import Any
 
 from .errors import UserError
 
-__all__ = ["Prediction", "UserError", "explain", "flag_names", "plan", "predict", "serve_command"]
+__all__ = ["Prediction", "UserError", "deployment_options", "explain", "flag_names", "plan", "predict", "serve_command"]
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,9 @@ def _aliases() -> dict[str, str]:
     return out
 
 
-def _options(model: str | None, gpu: str | None, flags: dict[str, Any]):
+def deployment_options(model: str | None = None, gpu: str | None = None, **flags: Any):
+    """The CLI's DeploymentOptions for vLLM's flag names (`.build()` gives the Deployment and its coefficients);
+    a name or a value no option takes is a UserError."""
     from dataclasses import fields
 
     from .commands.options import OPTIONS, DeploymentOptions
@@ -85,18 +87,18 @@ def _options(model: str | None, gpu: str | None, flags: dict[str, Any]):
 def predict(model: str | None = None, gpu: str | None = None, **vllm_flags: Any) -> Prediction:
     """The whole budget, KV plan and ceiling of one deployment: what `vrambudget predict --json` prints. Several
     workers (tensor or pipeline parallel over cards of their own budgets) answer for the worst one."""
-    from .prediction import answer, answer_json
+    from .prediction import answer, predict_json
 
-    d, c = _options(model, gpu, vllm_flags).build()
+    d, c = deployment_options(model, gpu, **vllm_flags).build()
     if d.pp > 1 or len(d.gpus) > 1:
-        from .parallel import plan_ranks, worst
+        from .parallel import plan_ranks, ranks_json, worst
 
-        p = worst(plan_ranks(d, c)).prediction
-        data = p.to_json()
+        plans = plan_ranks(d, c)
+        bad = worst(plans)
+        p, data = bad.prediction, ranks_json(d, plans, bad)
     else:
         ans = answer(d, c)
-        p = ans.first_boot if d.compile_cache in ("cold", "fresh") else ans.restart
-        data = {**p.to_json(), **answer_json(ans)}
+        p, data = ans.asked, predict_json(ans)
     b = p.budget
     terms = {k: int(v) for k, v in data.items() if k.endswith("_bytes") and isinstance(v, (int, float))
              and not isinstance(v, bool) and k not in ("bytes_per_block",)}
@@ -118,7 +120,7 @@ def serve_command(model: str | None = None, gpu: str | None = None, *, format: s
     from .output import servecmd as sc
 
     sc.check_format(format)
-    d, c = _options(model, gpu, vllm_flags).build()
+    d, c = deployment_options(model, gpu, **vllm_flags).build()
     cmd, _ = sc.command_for(d, c, margin, checkpoint, port, None, kv_cache_memory)
     return sc.render(cmd, format, f"vLLM {cmd.argv[1]} (max_model_len {cmd.max_model_len}, GMU {d.gmu:.2f}; "
                      "vrambudget)", d.rules.version, port, None, None)
@@ -132,7 +134,8 @@ def plan(target_context: int, model: str | None = None, gpu: str | None = None, 
 
     if isinstance(target_context, bool) or not isinstance(target_context, int) or target_context < 1:
         raise UserError(f"target_context={target_context!r}: give a whole number of tokens")
-    opts = _options(model, gpu, vllm_flags).with_(mtp=0, max_model_len=str(target_context), compile_cache="warm")
+    opts = deployment_options(model, gpu, **vllm_flags).with_(mtp=0, max_model_len=str(target_context),
+                                                               compile_cache="warm")
     d, c = opts.build()
     options = run_plan(d, c, target_context, mtp)
     chosen = best(options)
@@ -145,16 +148,9 @@ def explain(log_text: str, model: str | None = None, gpu: str | None = None) -> 
     """A vLLM startup log next to the prediction for the deployment it describes, term by term: what
     `vrambudget explain LOG --json` prints for the log's last startup (`model`: the model folder or profile where the
     log names a path this machine lacks; `gpu`: a catalog key where the log does not name its card)."""
-    from .comparison import compare, cross_check, deployment_from_log, explain_json
+    from .comparison import explain_log
     from .hardware.catalog import lookup
-    from .logparse import parse_log, require_vllm, split_startups
 
     if not isinstance(log_text, str):
         raise UserError("explain takes the log's text (read the file first)")
-    boots = split_startups(log_text) or [log_text]
-    facts = require_vllm(parse_log(boots[-1]), "the log")
-    d = deployment_from_log(facts, model, lookup(gpu) if gpu else None, None, {})
-    cmp = compare(facts, d)
-    b = cmp.prediction.budget
-    warnings = cross_check(facts, d, {}, (b.weights_bytes + b.mtp_weights_bytes) / (1 << 30))
-    return explain_json(cmp, warnings, (len(boots), len(boots)))
+    return explain_log(log_text, "the log", model, lookup(gpu) if gpu else None).json

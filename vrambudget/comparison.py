@@ -368,3 +368,49 @@ def deployment_from_record(rec: dict) -> Deployment:
                   lora=LoraSlots(i["lora"]["max_loras"], i["lora"]["max_lora_rank"], i["lora"]["fully_sharded_loras"])
                   if i.get("lora") else None)
     return resolve(resolve_model(ref), gpu, rules_for(rec.get("vllm_version") or i.get("vllm_version")), flags)
+
+
+@dataclass
+class Explained:
+    """One startup of a log next to its prediction: `explain --json`'s object, and what the text view draws."""
+
+    json: dict
+    comparison: Comparison | None  # None: the log lacks what a prediction needs (`json` says what it still states)
+    warnings: list[str]
+    workers: list[dict]
+
+
+def boot_index(boot: int | None, n: int, name: str) -> int:
+    """The index of the startup --boot names among a log's n (default: the last)."""
+    pick = -1 if boot is None else boot
+    if pick == 0 or not -n <= pick <= n:
+        raise UserError(f"--boot {pick}: {name} holds {n} startup(s); give 1 to {n}, or -1 for the last")
+    return pick - 1 if pick > 0 else n + pick
+
+
+def explain_log(text: str, name: str, model: str | None = None, card: GPU | None = None, drafter: str | None = None,
+                given: dict | None = None, boot: int | None = None) -> Explained:
+    """A log's startup (the last unless `boot`) read, its deployment predicted and compared term by term, the log's
+    own figures cross-checked and every worker's budget line; where the log lacks what a prediction needs and the
+    user gave nothing, what it still states."""
+    from .logparse import require_vllm, split_startups
+
+    given = given or {}
+    boots = split_startups(text) or [text]
+    n = len(boots)
+    index = boot_index(boot, n, name)
+    facts = require_vllm(parse_log(boots[index]), name)
+    try:
+        d = deployment_from_log(facts, model, card, drafter, given)
+    except UserError as e:
+        if model or card or drafter or given:  # what the user gave is wrong: theirs to fix
+            raise
+        return Explained(partial_json(facts, str(e)), None, [], [])
+    cmp = compare(facts, d)
+    b = cmp.prediction.budget
+    warnings = cross_check(facts, d, given, (b.weights_bytes + b.mtp_weights_bytes) / (1 << 30))
+    if n > 1:
+        warnings.insert(0, f"{name} holds {n} startups: this is startup {index + 1} "
+                           f"({'the last; ' if index == n - 1 else ''}--boot N for another)")
+    workers = per_worker(boots[index], d)
+    return Explained({**explain_json(cmp, warnings, (index + 1, n)), "workers": workers}, cmp, warnings, workers)

@@ -154,6 +154,16 @@ def worst(plans: list[RankPlan]) -> RankPlan:
     return min(plans, key=lambda p: (p.prediction.plan.num_blocks, p.prediction.ceiling))
 
 
+def ranks_json(d, plans: list[RankPlan], bad: RankPlan) -> dict:
+    """`predict --json` for several workers: the worst worker's prediction, and every worker's share and figures."""
+    return {**bad.prediction.to_json(), "worst_rank": bad.rank.name, "nodes": d.nodes, "ranks": [
+        {"rank": r.rank.name, "gpu": r.rank.gpu.key, "first_layer": r.rank.first_layer, "layers": r.rank.layers,
+         "budget_bytes": r.prediction.budget.requested_bytes, "weights_bytes": r.prediction.budget.weights_bytes,
+         "activation_bytes": r.prediction.budget.activation_bytes,
+         "available_kv_bytes": r.prediction.budget.available_kv_bytes, "num_blocks": r.num_blocks,
+         "ceiling": r.prediction.ceiling} for r in plans]}
+
+
 def several(d) -> bool:
     """More than one worker with budgets of their own (pipeline stages or a list of cards)."""
     return d.pp > 1 or len(d.gpus) > 1

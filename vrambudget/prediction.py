@@ -547,6 +547,11 @@ class Answer:
         return self.first_boot.deployment.enforce_eager
 
     @property
+    def asked(self) -> Prediction:
+        """The boot the deployment's --compile-cache names: the first (cold, fresh) or the restart (warm, warm-jit)."""
+        return self.first_boot if self.first_boot.deployment.compile_cache in ("cold", "fresh") else self.restart
+
+    @property
     def refusals(self) -> list[StartCheck]:
         """The start checks that refuse these flags on either boot, once per check (the first boot's where both)."""
         seen: dict[str, StartCheck] = {}
@@ -587,6 +592,11 @@ def answer(d: Deployment, c: Coefficients, w: WeightBytes | None = None, prompt_
                           + (Defaulted("max_num_seqs", note),))
         a = replace(a, fixed=answer(fixed_d, c, w, prompt_tokens, other, fix=False))
     return a
+
+
+def predict_json(a: Answer) -> dict[str, Any]:
+    """`predict --json` for one budget: the asked boot's prediction and the headline's keys."""
+    return {**a.asked.to_json(), **answer_json(a)}
 
 
 def answer_json(a: Answer) -> dict[str, Any]:

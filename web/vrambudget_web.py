@@ -13,6 +13,8 @@ import traceback
 from typing import Any
 
 import vrambudget
+from vrambudget.api import deployment_options
+from vrambudget.commands.common import one_line
 from vrambudget.errors import UserError
 
 # The page's fields, by DeploymentOptions' names (vrambudget.predict takes them as keyword arguments too).
@@ -23,7 +25,7 @@ GMU_SWEEP = (0.80, 0.85, 0.90, 0.92, 0.94, 0.95, 0.96, 0.97, 0.98)
 
 
 def _one_line(message: str) -> str:
-    return " ".join(part.strip() for part in str(message).splitlines() if part.strip())[:1000]
+    return one_line(str(message))[:1000]
 
 
 def _guard(fn, *args: Any) -> str:
@@ -103,14 +105,8 @@ def sweep(req_json: str) -> str:
 
 
 def _deployment(req: dict[str, Any]):
-    from vrambudget.commands.options import DeploymentOptions
-
     model, gpu, flags = _params(req)
-    values = dict(flags)
-    for k in ("max_model_len", "vllm_version"):
-        if k in values:
-            values[k] = str(values[k])
-    return DeploymentOptions(model=model, gpu=gpu, **values).build()
+    return deployment_options(model, gpu, **flags).build()
 
 
 def serve_command(req_json: str) -> str:
@@ -148,7 +144,7 @@ def report(req_json: str) -> str:
         if d.pp > 1 or len(d.gpus) > 1:
             return {"text": "", "answer_lines": []}
         a = answer(d, c)
-        p = a.first_boot if d.compile_cache in ("cold", "fresh") else a.restart
+        p = a.asked
         defaulted = tuple(k for k in ("model", "gpu") if not req.get(k))
         return {"text": subject_line(d, defaulted) + "\n" + prediction_text(p, a), "answer_lines": answer_lines(a)}
 

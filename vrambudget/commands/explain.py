@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -49,58 +48,30 @@ def explain(log: Annotated[str, typer.Argument(help="A vLLM startup log (a file,
     log's own figures (requested memory, weights, workers) are checked against the deployment read from it."""
 
     def go() -> None:
-        from ..errors import UserError
-        from ..comparison import compare, cross_check, deployment_from_log, explain_json, partial_json, per_worker
+        from ..comparison import explain_log
         from ..hardware.catalog import lookup
-        from ..logparse import parse_log, require_vllm, split_startups
         from ..output.render import explain_text, partial_explain_text, workers_text
 
         name = "stdin" if log == "-" else log
         text = read_stdin() if log == "-" else read_text(Path(log))
-        boots = split_startups(text) or [text]
-        n = len(boots)
-        index = _boot_index(boot, n, name)
-        facts = require_vllm(parse_log(boots[index]), name)
         given = {k: v for k, v in {
             "gpu_memory_utilization": gmu, "tensor_parallel_size": tp, "max_num_seqs": max_num_seqs,
             "max_num_batched_tokens": max_num_batched_tokens, "kv_cache_dtype": kv_cache_dtype,
             "enforce_eager": enforce_eager, "max_model_len": _length(max_model_len)}.items() if v is not None}
-        card = lookup(gpu) if gpu else None
-        try:
-            d = deployment_from_log(facts, model, card, drafter, given)
-        except UserError as e:
-            if model or gpu or drafter or given:  # what the user gave is wrong: theirs to fix
-                raise
-            j = partial_json(facts, str(e))  # the log lacks it: say what it still states
-            emit_json(j) if json_out else echo(partial_explain_text(log, j))
-            return
-        cmp = compare(facts, d)
-        b = cmp.prediction.budget
-        warnings = cross_check(facts, d, given, (b.weights_bytes + b.mtp_weights_bytes) / (1 << 30))
-        if n > 1:
-            warnings.insert(0, f"{name} holds {n} startups: this is startup {index + 1} ({'the last; ' if index == n - 1 else ''}"
-                               "--boot N for another)")
-        workers = per_worker(boots[index], d)
+        e = explain_log(text, name, model, lookup(gpu) if gpu else None, drafter, given, boot)
         if json_out:
-            emit_json({**explain_json(cmp, warnings, (index + 1, n)), "workers": workers})
+            emit_json(e.json)  # the warnings are among its keys
             return
-        echo(explain_text(log, cmp))
-        if workers:
-            echo(workers_text(workers))
-        for w in warnings:
+        if e.comparison is None:
+            echo(partial_explain_text(log, e.json))
+            return
+        echo(explain_text(log, e.comparison))
+        if e.workers:
+            echo(workers_text(e.workers))
+        for w in e.warnings:
             echo(f"warning: {w}", err=True)
 
     run_safely(go)
-
-
-def _boot_index(boot: int | None, n: int, name: str) -> int:
-    """The index of the startup --boot names among a log's n (default: the last)."""
-    from ..errors import UserError
-
-    pick = -1 if boot is None else boot
-    if pick == 0 or not -n <= pick <= n:
-        raise UserError(f"--boot {pick}: {name} holds {n} startup(s); give 1 to {n}, or -1 for the last")
-    return pick - 1 if pick > 0 else n + pick
 
 
 def _length(max_model_len: str | None) -> int | None:

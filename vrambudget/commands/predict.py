@@ -28,7 +28,7 @@ def predict(opts: DeploymentOptions, **own: Any) -> None:
 
     def go() -> None:
         from ..output.render import kv_only_text, prediction_text, subject_line
-        from ..prediction import answer, answer_json, cannot_start_at_all, kv_only, min_gmu_for_context
+        from ..prediction import answer, kv_only, min_gmu_for_context, predict_json
         from ..prediction import predict as run
         from ..units import parse_tokens
 
@@ -64,18 +64,12 @@ def predict(opts: DeploymentOptions, **own: Any) -> None:
             return
         if d.pp > 1 or len(d.gpus) > 1:  # several workers, each its own budget: the worst decides
             from ..output.render import ranks_text
-            from ..parallel import plan_ranks, worst
+            from ..parallel import plan_ranks, ranks_json, worst
 
             plans = plan_ranks(d, c)  # VLLM_PP_LAYER_PARTITION: read once, into d.pp_partition
             bad = worst(plans)
             if json_out:
-                emit_json({**bad.prediction.to_json(), "worst_rank": bad.rank.name, "nodes": d.nodes, "ranks": [
-                    {"rank": r.rank.name, "gpu": r.rank.gpu.key, "first_layer": r.rank.first_layer,
-                     "layers": r.rank.layers, "budget_bytes": r.prediction.budget.requested_bytes,
-                     "weights_bytes": r.prediction.budget.weights_bytes,
-                     "activation_bytes": r.prediction.budget.activation_bytes,
-                     "available_kv_bytes": r.prediction.budget.available_kv_bytes,
-                     "num_blocks": r.num_blocks, "ceiling": r.prediction.ceiling} for r in plans]})
+                emit_json(ranks_json(d, plans, bad))
             else:
                 echo(subject_line(d, opts.defaulted()))
                 echo(ranks_text(d, plans, bad))
@@ -84,9 +78,9 @@ def predict(opts: DeploymentOptions, **own: Any) -> None:
                 raise Exit(EXIT_NO)
             return
         ans = answer(d, c, prompt_tokens=parse_tokens(prompt_tokens, "--prompt-tokens") if prompt_tokens else None)
-        p = ans.first_boot if d.compile_cache in ("cold", "fresh") else ans.restart
+        p = ans.asked
         if json_out:
-            emit_json({**p.to_json(), **answer_json(ans)})
+            emit_json(predict_json(ans))
         else:
             echo(subject_line(d, opts.defaulted()))
             echo(prediction_text(p, ans))
