@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .budget import Budget, features
+from .budget import Budget, features, mxfp4_moe_layers
 
 from .graphs import v2_graph_kind
 
@@ -136,8 +136,7 @@ def graph_kind_band(c: Coefficients, d: Deployment, b: Budget) -> Coef:
     if d.runner != "v2":
         return Coef(0.0, 0.0, 0.0, "")
     a = d.model.arch
-    mxfp4 = a.moe is not None and (a.quantization or {}).get("quant_method") == "mxfp4"
-    kind = v2_graph_kind(a.uses_mla, mxfp4, a.moe is not None)
+    kind = v2_graph_kind(a.uses_mla, bool(mxfp4_moe_layers(a)), a.moe is not None)
     item = c.items.get(kind) if kind else None
     if item is None or item.low == item.high or not item.value:
         return Coef(0.0, 0.0, 0.0, "")
