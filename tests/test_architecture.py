@@ -102,7 +102,7 @@ def test_a_family_is_one_file_found_by_its_presence():
 LAYERS = [["cli", "commands", "api"], ["probe"], ["output"], ["comparison", "fit", "fastest"], ["parallel"],
           ["prediction"], ["serving", "start_checks"], ["budget", "runtime", "activation", "graphs", "features"], ["coefficients", "logparse"],
           ["deployment"], ["kv.planner"], ["model.checkpoint", "model.drafter", "model.lora"], ["families"],
-          ["model.weights", "model.allocator", "model.config_check"], ["model.arch"], ["layers"], ["kv.spec", "kv"],
+          ["model.weights", "model.allocator", "model.config_check"], ["model.arch"], ["layers", "towers"], ["kv.spec", "kv"],
           ["hardware", "vllm_rules"], ["inputs", "profiles", "units", "errors", "model", ""]]
 
 

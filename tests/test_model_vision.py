@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from vrambudget.activation import encoder_profile_patches
 from vrambudget.model.checkpoint import resolve_model
 from vrambudget.comparison import compare_file
 
@@ -37,5 +36,5 @@ def test_a_log_without_language_model_only_loaded_the_tower():
 def test_encoder_budget_images():
     """One 65,536-patch image (16,384 tokens) while max_num_batched_tokens is below that, more above it."""
     a = resolve_model("qwen3.5-9b").arch
-    assert encoder_profile_patches(a, 2048) == encoder_profile_patches(a, 8192) == 65_536
-    assert encoder_profile_patches(a, 32_768) == 2 * 65_536
+    assert a.vision.profile(2048).patches == a.vision.profile(8192).patches == 65_536
+    assert a.vision.profile(32_768).patches == 2 * 65_536

@@ -121,10 +121,10 @@ def test_vision_tower_counted_only_without_language_model_only():
     ("qwen3-8b", 8_190_735_360),
 ])
 def test_parameter_counts_match_published_totals(model, published):
-    from vrambudget.model.weights import mtp_tensors, vision_tensors
+    from vrambudget.model.weights import mtp_tensors
 
     a = resolve_model(model).arch
-    total = sum(t.numel for t in model_tensors(a)) + sum(t.numel for t in vision_tensors(a))
+    total = sum(t.numel for t in model_tensors(a)) + sum(t.numel for t in (a.vision.tensors() if a.vision else ()))
     total += sum(t.numel for t in mtp_tensors(a)) if a.mtp_layers else 0
     assert total == published
 
@@ -164,11 +164,11 @@ def _layout_bytes(name: str) -> int:
     g_idx vLLM allocates at load for GPTQ layers (an AutoRound export stores none)."""
     from dataclasses import replace
 
-    from vrambudget.model.weights import Int4Load, mtp_tensors, tensor_bytes, vision_tensors
+    from vrambudget.model.weights import Int4Load, mtp_tensors, tensor_bytes
 
     a = resolve_model(name).arch
     s = replace(scheme_from_config(a.quantization), load=Int4Load(g_idx_kept=False))
-    return sum(tensor_bytes(t, s, 2) for t in [*model_tensors(a), *mtp_tensors(a), *vision_tensors(a)])
+    return sum(tensor_bytes(t, s, 2) for t in [*model_tensors(a), *mtp_tensors(a), *(a.vision.tensors() if a.vision else ())])
 
 
 def test_autoround_layout_gives_the_logged_checkpoint_size():

@@ -14,7 +14,7 @@ from vrambudget.prediction import layout_for
 from vrambudget.units import GiB
 from vrambudget.vllm_rules import RULES
 from vrambudget.layers.base import Role
-from vrambudget.model.weights import (model_tensors, mtp_tensors, replicated_on_ranks, vision_tensors,
+from vrambudget.model.weights import (model_tensors, mtp_tensors, replicated_on_ranks,
                                 weights_from_config)
 
 TP2 = Path(__file__).parent / "fixtures" / "lab-vllm-0.26.0-h200x2"
@@ -101,6 +101,6 @@ def test_bf16_shapes_equal_the_uploads_bytes():
     vision tower and MTP layer included, give 55,562,855,904 B; Qwen/Qwen3.8-27B holds 55,563,006,776 B on disk
     (vllm-project/recipes models/Qwen/Qwen3.8-27B.yaml): 0.0003 % apart, the files' headers."""
     a = resolve_model("qwen3.8-27b").arch
-    shapes = sum(t.numel for t in [*model_tensors(a), *mtp_tensors(a), *vision_tensors(a)]) * 2
+    shapes = sum(t.numel for t in [*model_tensors(a), *mtp_tensors(a), *(a.vision.tensors() if a.vision else ())]) * 2
     assert shapes == 55_562_855_904
     assert abs(shapes - 55_563_006_776) / 55_563_006_776 < 1e-5

@@ -5,31 +5,6 @@ from __future__ import annotations
 
 from .coefficients import Coefficients
 from .features import Features
-from .model.arch import ModelArch
-
-
-# Qwen3.5 / Qwen3.6 image processor default (public preprocessor_config.json): longest edge 16,777,216 pixels,
-# 16-pixel patches merged 2 x 2, so vLLM profiles the encoder with images of 65,536 patches (16,384 tokens)
-MAX_IMAGE_PIXELS = 16_777_216
-
-
-def encoder_profile_patches(a: ModelArch, max_num_batched_tokens: int) -> int:
-    """Patches vLLM 0.26 runs through the vision tower when it profiles: as many maximum-size images as its
-    encoder budget, max(max_num_batched_tokens, tokens of one image), holds (v1/core/encoder_cache_manager.py)."""
-    v = a.vision
-    patches = MAX_IMAGE_PIXELS // (v.patch * v.patch)
-    tokens = patches // (v.spatial_merge ** 2)
-    return max(1, max(max_num_batched_tokens, tokens) // tokens) * patches
-
-
-def encoder_held_bytes(a: ModelArch, patches: int) -> int:
-    """Bytes the encoder's profiling of `patches` image patches leaves alive while the language model's dummy
-    run peaks: the images' pixel values (patches x channels x temporal patch x patch^2, bf16) and the encoder's
-    outputs (tokens x the language model's hidden size, bf16). vLLM 0.20.2, Qwen3.5-0.8B + MTP 2 at 256 seqs: 1.94 GiB without the
-    tower, 2.16 with it (0.19 + 0.03 GiB held)."""
-    v = a.vision
-    pixels = patches * v.in_channels * v.temporal_patch * v.patch * v.patch * 2
-    return pixels + patches // (v.spatial_merge ** 2) * v.out_hidden * 2
 
 
 def forward_peak(f: Features, c: Coefficients) -> float:
@@ -205,8 +180,11 @@ def activation(f: Features, c: Coefficients) -> float:
 
 
 def encoder_peak(f: Features, c: Coefficients) -> float:
-    """The vision encoder's profiling peak (bytes per rank): a part that scales with the patches x the tower's
-    width, whole on every rank, and one with the patches x its MLP width per rank (profiles without the second
-    coefficient: the first alone, fitted when it stood for both)."""
+    """The vision encoder's profiling peak (bytes per rank): the tower's own, traced in vLLM's source, where it has
+    one (towers/); else a part that scales with the patches x the tower's width, whole on every rank, and one with
+    the patches x its MLP width per rank (profiles without the second coefficient: the first alone, fitted when it
+    stood for both)."""
+    if f.encoder_forward_bytes:
+        return float(f.encoder_forward_bytes)
     return (c["encoder_peak_per_patch_width_bytes"] * f.encoder_patch_width
             + c.get("encoder_peak_per_patch_mlp_bytes", 0.0) * f.encoder_patch_mlp)

@@ -26,7 +26,7 @@ from .units import dtype_bytes
 from .model.weights import WeightBytes, replicated_on_ranks, weights_from_config
 from .features import Features
 from .graphs import cudagraph_estimate, cudagraph_sizes, graph_mode
-from .activation import activation, encoder_held_bytes, encoder_profile_patches
+from .activation import activation
 
 
 @dataclass(frozen=True)
@@ -82,11 +82,9 @@ def weight_bytes(d: Deployment) -> WeightBytes:
     """Exact from safetensors headers where the model has them, else computed from the config; with --enable-lora,
     the LoRA slots vLLM allocates as it loads (model/lora.py) are part of the model's load."""
     w = _checkpoint_bytes(d)
-    v = d.model.arch.vision
-    if d.with_vision and v is not None and v.deepstack:
-        # Qwen3-VL keeps one max_num_batched_tokens x hidden buffer per deepstack level for the visual features it
-        # adds to the first layers (vLLM 0.33 qwen3_vl.py deepstack_input_embeds, allocated with the model)
-        extra = v.deepstack * d.max_num_batched_tokens * d.model.arch.hidden_size * dtype_bytes(d.model.arch.dtype)
+    a = d.model.arch
+    if d.with_vision and a.vision is not None:
+        extra = a.vision.buffer_bytes(d.max_num_batched_tokens, a.hidden_size, dtype_bytes(a.dtype))
         w = WeightBytes(w.model, w.mtp, w.vision + extra, w.source)
     if d.lora is None or d.lora_left_out:
         return w
@@ -116,11 +114,21 @@ def backend_for(d: Deployment) -> Backend:
         return mla_backend(d.gpu, kv_backend_class(d.kv_cache_dtype))[0]
     backend = attention_backend(d.gpu, kv_backend_class(d.kv_cache_dtype), a.head_dim,
                                 d.vllm.asked if d.vllm is not None else d.rules.version)
+    if prefix_lm_tower(d):
+        # the backend that supports a prefix LM's bidirectional image attention (vllm_rules.mm_prefix_backend)
+        name, support = d.rules.mm_prefix_backend
+        return replace(backend, name=name, variant="", cudagraph_support=support)
     if any(layer.mixer is not None and layer.kind is LayerKind.CHUNKED for layer in a.layers):
         # vLLM wraps a chunked-local layer's backend in one whose builder captures no CUDA graphs (0.26.0
         # chunked_local_attention.py): the lowest support over the groups decides, so no FULL graphs
         return replace(backend, cudagraph_support="NEVER")
     return backend
+
+
+def prefix_lm_tower(d: Deployment) -> bool:
+    """A multimodal prefix LM (Gemma 3) loaded with its tower on a version whose backend for it is known."""
+    v = d.model.arch.vision
+    return d.with_vision and v is not None and v.prefix_lm and d.rules.mm_prefix_backend is not None
 
 
 def drafter_weight_bytes(d: Deployment) -> int:
@@ -142,7 +150,8 @@ def features(d: Deployment, w: WeightBytes | None = None) -> Features:
             full = []
         graphs = len(pw) + len(full)
         sizes = (len(pw), max(pw), len(full), max(full, default=0))
-    patches = encoder_profile_patches(a, d.max_num_batched_tokens) if d.with_vision else 0
+    enc = a.vision.profile(d.max_num_batched_tokens) if d.with_vision and a.vision is not None else None
+    patches = enc.patches if enc else 0
     kept = kept_moe_workspace_bytes(d)
     return Features(
         requested_bytes=math.ceil(d.gpu.total_bytes * d.gmu), weights_bytes=int(w.target),
@@ -153,7 +162,8 @@ def features(d: Deployment, w: WeightBytes | None = None) -> Features:
         with_encoder=d.with_vision,
         encoder_patch_width=patches * a.vision.hidden if patches else 0,
         encoder_patch_mlp=patches * a.vision.intermediate // d.tp if patches else 0,
-        encoder_held_bytes=encoder_held_bytes(a, patches) if patches else 0,
+        encoder_held_bytes=a.vision.held_bytes(enc, a.hidden_size) if enc else 0,
+        encoder_forward_bytes=a.vision.forward_bytes(enc, d.tp) if enc else 0, prefix_lm_tower=prefix_lm_tower(d),
         speculative=d.spec_tokens > 0, sampler_sort=d.rules.sampler == "sort", architecture=d.gpu.architecture or "",
         cudagraph_in_budget=d.rules.cudagraph_estimate_in_budget and (
             d.runner == "v1" or d.rules.v2_graph_estimate_in_budget),
@@ -260,7 +270,9 @@ def v2_runner_buffers(d: Deployment) -> int:
     (max_num_seqs x vocab int32) and prompt mask, the structured-output bitmask (max_num_seqs x (1 + k) rows of
     vocab / 32 int32), logit-bias, bad-words and logprob slots (18 KB a request) and the input buffers (13 B a batched
     token): v1/worker/gpu/sample/penalties.py, structured_outputs.py, logit_bias.py, bad_words.py, input_batch.py
-    (0.26.0-0.33.0 source; not measured)."""
+    (0.26.0-0.33.0 source; not measured). With a vision tower the first stage's encoder runner keeps an inputs_embeds
+    buffer of max_num_batched_tokens x hidden (mm/encoder_runner.py, 0.33.0): Qwen3-VL-8B's kept memory 0.79 GiB at
+    8,192 tokens and 0.98 at 32,768 (0.19 = 24,576 x 4,096 x 2 B; lab-vllm-0.33.0-h*/vision)."""
     if d.runner != "v2" or not d.rules.runner_buffers_in_budget:
         return 0
     r, v, q = d.max_num_seqs, d.model.arch.vocab_size, 1 + d.spec_tokens
@@ -269,7 +281,9 @@ def v2_runner_buffers(d: Deployment) -> int:
     # auto-fit lowers it): Qwen3-8B, 256 seqs x 40,960: 0.04 GiB (lab-vllm-0.33.0-h200/graphs/q8-ngram-cold)
     ngram = 4 * r * d.max_model_len if d.rules.ngram_tokens_on_gpu and d.spec_tokens and \
         d.speculative_method == "ngram" else 0
-    return 4 * r * v + 4 * r * words + 4 * r * q * words + 18_000 * r + 13 * d.max_num_batched_tokens + ngram
+    embeds = d.max_num_batched_tokens * d.model.arch.hidden_size * dtype_bytes(d.model.arch.dtype) \
+        if d.with_vision and d.pp_first else 0
+    return 4 * r * v + 4 * r * words + 4 * r * q * words + 18_000 * r + 13 * d.max_num_batched_tokens + ngram + embeds
 
 
 def budget(d: Deployment, c: Coefficients, w: WeightBytes | None = None, f: Features | None = None) -> Budget:

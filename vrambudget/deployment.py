@@ -439,6 +439,9 @@ def resolve(model: ModelSource, gpu: GPU, rules: VllmRules, flags: Flags) -> Dep
     if a.extras.tower_unmodelled and not lmo:
         raise UserError(f"{a.name}: {a.extras.tower_unmodelled} is not modelled, and vLLM loads it unless told otherwise: "
                         "pass --language-model-only to plan the text model (vLLM then serves text only)")
+    if not lmo and a.vision is not None and a.vision.prefix_lm and rules.mm_prefix_backend is None:
+        raise UserError(f"{a.name}: with its {a.vision.name} tower vLLM {rules.version} picks another attention backend "
+                        "(a multimodal prefix LM), measured on vLLM 0.33 only: pass --language-model-only or --vllm-version 0.33")
     defaults = [Defaulted(flag, text) for flag, given, text in (
         ("gpu_memory_utilization", flags.gpu_memory_utilization, f"GMU {gmu:.2f}"),
         ("max_num_seqs", flags.max_num_seqs, f"max_num_seqs {seqs}"),

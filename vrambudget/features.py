@@ -34,6 +34,10 @@ class Features:
     encoder_patch_mlp: int = 0
     # with the tower: the profiling images' pixels and the encoder's outputs, held through the language model's run
     encoder_held_bytes: int = 0
+    # with the tower: its forward peak over the profiling batch where its kind traces it (towers/; 0: the fitted
+    # encoder coefficients stand for it)
+    encoder_forward_bytes: int = 0
+    prefix_lm_tower: bool = False  # a multimodal prefix LM with its tower: vLLM's prefix-LM attention backend
     speculative: bool = False  # a drafter (MTP, DFlash): the rejection sampler's dummy run follows the sampler's
     sampler_sort: bool = False  # top-k / top-p by a torch sort of every logit row (vLLM 0.10-0.16: VllmRules.sampler)
     architecture: str = ""  # the GPU's (catalog.architecture_of): picks a coefficient's per-architecture value

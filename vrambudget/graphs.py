@@ -93,16 +93,16 @@ def cudagraph_estimate_v2(f: Features, c: Coefficients) -> float:
     return est * v2_graph_factor(f, c) + c.get("cudagraph_offset_bytes", 0.0)
 
 
-def v2_graph_kind(mla: bool, mxfp4: bool, moe: bool) -> str:
+def v2_graph_kind(mla: bool, mxfp4: bool, moe: bool, prefix_lm: bool = False) -> str:
     """The coefficient that scales a kind of model's V2 graph estimate ('' for a dense model): MLA, else MXFP4
-    experts, else an MoE."""
+    experts, else an MoE, else a multimodal prefix LM with its tower (its PIECEWISE-only backend)."""
     return ("cudagraph_v2_mla_factor" if mla else "cudagraph_v2_mxfp4_factor" if mxfp4
-            else "cudagraph_v2_moe_factor" if moe else "")
+            else "cudagraph_v2_moe_factor" if moe else "cudagraph_v2_prefix_lm_factor" if prefix_lm else "")
 
 
 def v2_graph_factor(f: Features, c: Coefficients) -> float:
     """The measured ratio of a kind of model's V2 graph estimate to the dense one's (1 where none was measured),
     times a tensor-parallel rank's."""
-    kind = v2_graph_kind(bool(f.mla_heads), bool(f.mxfp4_moe_layers), f.moe)
+    kind = v2_graph_kind(bool(f.mla_heads), bool(f.mxfp4_moe_layers), f.moe, f.prefix_lm_tower)
     factor = c.get(kind, 1.0) if kind else 1.0
     return factor * (c.get("cudagraph_v2_tp_factor", 1.0) if f.tp > 1 else 1.0)

@@ -236,10 +236,8 @@ def estimated_terms(d: Deployment, b: Budget, c: Coefficients | None = None) -> 
     if band is not None and band.source:
         out.append(f"CUDA-graph estimate of this kind of model on Model Runner V2 ({band.source}: "
                    f"{-band.high / GiB:+.2f} to {-band.low / GiB:+.2f} GiB of KV memory here)")
-    if d.with_vision:
-        out.append("vision encoder profiling peak (measured on Qwen3.5 0.8B and 9B towers, vLLM 0.20.2 and 0.26.0, "
-                   "an H100, and its split over TP ranks on the 27B's tower at TP 2, vLLM 0.26.0, two H200s; maximum "
-                   "image size assumed 16,777,216 pixels)")
+    if d.with_vision and d.model.arch.vision is not None:
+        out.append(d.model.arch.vision.evidence)
     return out
 
 

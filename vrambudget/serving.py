@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .budget import Budget, features, mxfp4_moe_layers
+from .budget import Budget, features, mxfp4_moe_layers, prefix_lm_tower
 
 from .graphs import v2_graph_kind
 
@@ -136,7 +136,7 @@ def graph_kind_band(c: Coefficients, d: Deployment, b: Budget) -> Coef:
     if d.runner != "v2":
         return Coef(0.0, 0.0, 0.0, "")
     a = d.model.arch
-    kind = v2_graph_kind(a.uses_mla, bool(mxfp4_moe_layers(a)), a.moe is not None)
+    kind = v2_graph_kind(a.uses_mla, bool(mxfp4_moe_layers(a)), a.moe is not None, prefix_lm_tower(d))
     item = c.items.get(kind) if kind else None
     if item is None or item.low == item.high or not item.value:
         return Coef(0.0, 0.0, 0.0, "")

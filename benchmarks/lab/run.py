@@ -121,7 +121,7 @@ def prepare(p: dict) -> dict:
     site, parts = Path(b["site"]), Path(b["parts"])
     if not (site / "vllm" / "__init__.py").is_file():
         site.mkdir(parents=True, exist_ok=True)
-        sh(f"cat {parts}/part-* | xz -d | tar x -C {site}")
+        sh(f"cat {parts}/part-* | xz -d | tar xi -C {site}")
     cache = ROOT / b.get("jit_cache", b["dir"] + "/jit-cache.tgz")
     if cache.is_file() and not Path("/tmp/lab/.jit").exists():
         sh(f"tar -xzf {cache} -C ~ && mkdir -p /tmp/lab && touch /tmp/lab/.jit")

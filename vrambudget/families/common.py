@@ -8,7 +8,8 @@ from typing import Any
 
 from ..errors import UserError
 from ..layers.base import DecoderLayer
-from ..model.arch import ModelArch, ModelExtras, VisionConfig
+from ..model.arch import ModelArch, ModelExtras
+from ..towers.base import Tower
 from ..units import DTYPE_BYTES
 
 
@@ -68,7 +69,7 @@ class Base:
         return count(self.text, key, self.name, default=default, minimum=minimum)
 
     def arch(self, layers: tuple[DecoderLayer, ...], *, tie: bool | None = None, mtp_layers: int = 0,
-             mtp_layer: DecoderLayer | None = None, vision: VisionConfig | None = None,
+             mtp_layer: DecoderLayer | None = None, vision: Tower | None = None,
              **extras: Any) -> ModelArch:
         """The model record of these layers; `extras` are ModelExtras' fields (norms, rotary caches...)."""
         return ModelArch(self.name, self.architecture, self.model_type, self.dtype, self.hidden, self.vocab,

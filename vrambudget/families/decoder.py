@@ -13,7 +13,8 @@ from ..layers.base import DecoderLayer
 from ..layers.ffn import DenseMLP, MoE
 from ..layers.gdn import GatedDeltaNet
 from ..layers.sliding import SlidingAttention
-from ..model.arch import FULL, LINEAR, SLIDING, ModelArch, VisionConfig
+from ..model.arch import FULL, LINEAR, SLIDING, ModelArch
+from ..towers.qwen_vit import QwenViT
 from .common import base, config_text, count
 
 # architectures whose vLLM model file drops the gate-up output before down_proj (LlamaMLP in llama.py, which Phi-3
@@ -87,11 +88,11 @@ def _rotary_dims(text: dict[str, Any], head_dim: int, full_dim: int | None, gemm
     return (int(head_dim * float(factor or 1.0)),)
 
 
-def _vision(cfg: dict[str, Any]) -> VisionConfig | None:
+def _vision(cfg: dict[str, Any]) -> QwenViT | None:
     v = cfg.get("vision_config")
     if not v or "depth" not in v:
         return None
-    return VisionConfig(
+    return QwenViT(
         depth=int(v["depth"]), hidden=int(v["hidden_size"]), intermediate=int(v["intermediate_size"]),
         out_hidden=int(v.get("out_hidden_size", v["hidden_size"])), patch=int(v.get("patch_size", 16)),
         temporal_patch=int(v.get("temporal_patch_size", 2)), in_channels=int(v.get("in_channels", 3)),

@@ -2,8 +2,8 @@
 one full-attention layer (`layer_types`, else transformers' Gemma3TextConfig from `sliding_window_pattern`, default
 6), q/k RMSNorms, four RMSNorms a layer, tied embeddings; a config's missing keys take Gemma3TextConfig's defaults
 (transformers 5.17, which vLLM 0.26 reads it with). Two rope caches: the sliding layers' over max_position, the full
-layers' linear-scaled one over max_position x factor (vLLM linear_scaling_rope.py). The SigLIP vision tower of the
-multimodal model is not modelled: it needs --language-model-only."""
+layers' linear-scaled one over max_position x factor (vLLM linear_scaling_rope.py). The multimodal model's SigLIP
+tower is towers/siglip.py."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from ..layers.base import DecoderLayer
 from ..layers.ffn import DenseMLP
 from ..layers.sliding import SlidingAttention
 from ..model.arch import ModelArch
+from ..towers.siglip import Siglip
 from . import Family
 from .common import base, config_text
 
@@ -44,9 +45,29 @@ def read(cfg: dict[str, Any], name: str) -> ModelArch:
     scaling = text.get("rope_scaling") or {}
     factor = float(scaling.get("factor", 1.0)) if isinstance(scaling, dict) else 1.0
     caches = ((b.max_position, b.head_dim, 0), (int(b.max_position * factor), b.head_dim, 0))
-    mm = "vision_config" in cfg
     return b.arch(layers, tie=bool(text["tie_word_embeddings"]), norms_per_layer=4, rotary_caches=caches,
-                  tower_unmodelled="Gemma 3's SigLIP vision tower" if mm else "")
+                  vision=_tower(cfg, name, b.hidden))
+
+
+def _tower(cfg: dict[str, Any], name: str, text_hidden: int) -> Siglip | None:
+    """The SigLIP tower of Gemma3ForConditionalGeneration (None for the text model)."""
+    v = cfg.get("vision_config")
+    if not isinstance(v, dict):
+        return None
+    if v.get("model_type", "siglip_vision_model") != "siglip_vision_model":
+        raise UserError(f"{name}: vision_config model_type {v.get('model_type')!r} is not Gemma 3's SigLIP tower")
+    try:
+        tower = Siglip(depth=int(v["num_hidden_layers"]), hidden=int(v["hidden_size"]),
+                       intermediate=int(v["intermediate_size"]), image_size=int(v["image_size"]),
+                       patch=int(v["patch_size"]), text_hidden=text_hidden,
+                       tokens_per_image=int(cfg.get("mm_tokens_per_image", 256)),
+                       in_channels=int(v.get("num_channels", 3)))
+    except (KeyError, TypeError, ValueError) as e:
+        raise UserError(f"{name}: vision_config lacks a whole number for {e}; the file is damaged") from None
+    if min(tower.depth, tower.hidden, tower.intermediate, tower.patch, tower.tokens_per_image) <= 0 \
+            or tower.image_size < tower.patch:
+        raise UserError(f"{name}: vision_config's sizes must be positive, the image at least one patch")
+    return tower
 
 
 FAMILY = Family(
@@ -55,5 +76,7 @@ FAMILY = Family(
     model_types=("gemma3", "gemma3_text"),
     read=read,
     evidence="vLLM 0.26.0 source (gemma3.py, gemma3_mm.py); a lab startup on vLLM 0.26.0 (H100: Gemma 3 27B's text "
-             "model, eager: 0.15 GiB more load and 0.11 more peak than modelled, so +0.26 GiB of KV)",
+             "model, eager: 0.15 GiB more load and 0.11 more peak than modelled, so +0.26 GiB of KV); vLLM 0.33.0 "
+             "startups with the SigLIP tower (4B and 27B on an H100, 4B at 16,384 batched tokens on an H200) and "
+             "without (--language-model-only, 4B on an H100, 27B on an H200)",
 )

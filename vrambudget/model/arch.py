@@ -12,26 +12,11 @@ from ..layers.base import DecoderLayer, LayerKind, Tensor
 from ..layers.ffn import DenseMLP, MoE
 from ..layers.gdn import GatedDeltaNet
 from ..layers.mla import MLA
+from ..towers.base import Tower
 
 FULL = LayerKind.FULL.value
 LINEAR = LayerKind.GDN.value
 SLIDING = LayerKind.SLIDING.value
-
-
-@dataclass(frozen=True)
-class VisionConfig:
-    """Qwen3.5 / Qwen3-VL style vision tower (only loaded without --language-model-only)."""
-
-    depth: int
-    hidden: int
-    intermediate: int
-    out_hidden: int
-    patch: int
-    temporal_patch: int
-    in_channels: int
-    spatial_merge: int
-    num_position_embeddings: int
-    deepstack: int = 0  # Qwen3-VL's deepstack mergers (len(deepstack_visual_indexes)): a patch merger each
 
 
 @dataclass(frozen=True)
@@ -77,7 +62,7 @@ class ModelArch:
     layers: tuple[DecoderLayer, ...] = field(compare=False)
     mtp_layers: int = 0  # MTP drafter layers in the checkpoint (each a `mtp_layer`)
     mtp_layer: DecoderLayer | None = field(default=None, compare=False)
-    vision: VisionConfig | None = None
+    vision: Tower | None = None
     quantization: dict[str, Any] | None = field(default=None, compare=False)
     extras: ModelExtras = ModelExtras()
     share: StageShare | None = field(default=None, compare=False)  # None: the whole model

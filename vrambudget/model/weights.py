@@ -247,32 +247,6 @@ def mtp_tensors(a: ModelArch) -> Iterator[Tensor]:
         yield from decoder_layer_tensors(a, a.mtp_layer, f"mtp.layers.{i}", "mtp")
 
 
-def vision_tensors(a: ModelArch) -> Iterator[Tensor]:
-    """Qwen3.5 / Qwen3-VL vision tower: patch embed, position table, ViT blocks, patch merger."""
-    v = a.vision
-    if v is None:
-        return
-    h = v.hidden
-    yield Tensor("visual.patch_embed", v.in_channels * v.temporal_patch * v.patch * v.patch, h, bias=True,
-                 linear=False, part="vision")
-    yield Tensor("visual.pos_embed", v.num_position_embeddings, h, linear=False, part="vision")
-    for i in range(v.depth):
-        b = f"visual.blocks.{i}"
-        yield Tensor(f"{b}.norms", 4 * h, 1, linear=False, part="vision")
-        yield Tensor(f"{b}.attn.qkv", h, 3 * h, bias=True, part="vision")
-        yield Tensor(f"{b}.attn.proj", h, h, bias=True, part="vision")
-        yield Tensor(f"{b}.mlp.linear_fc1", h, v.intermediate, bias=True, part="vision")
-        yield Tensor(f"{b}.mlp.linear_fc2", v.intermediate, h, bias=True, part="vision")
-    merged = h * v.spatial_merge ** 2
-    yield Tensor("visual.merger.norm", 2 * h, 1, linear=False, part="vision")
-    yield Tensor("visual.merger.linear_fc1", merged, merged, bias=True, part="vision")
-    yield Tensor("visual.merger.linear_fc2", merged, v.out_hidden, bias=True, part="vision")
-    for i in range(v.deepstack):  # Qwen3-VL: one merger per deepstack level, its LayerNorm over the merged width
-        yield Tensor(f"visual.deepstack_merger_list.{i}.norm", 2 * merged, 1, linear=False, part="vision")
-        yield Tensor(f"visual.deepstack_merger_list.{i}.linear_fc1", merged, merged, bias=True, part="vision")
-        yield Tensor(f"visual.deepstack_merger_list.{i}.linear_fc2", merged, v.out_hidden, bias=True, part="vision")
-
-
 @dataclass(frozen=True)
 class WeightBytes:
     """Weight bytes per rank, split as vLLM's log splits them (target model vs MTP drafter)."""
@@ -340,7 +314,7 @@ def weights_from_config(a: ModelArch, *, with_vision: bool, tp: int = 1, int4: I
     db = dtype_bytes(a.dtype)
     total = {"model": 0, "mtp": 0, "vision": 0, "buffers": 0}
     tensors = list(model_tensors(a)) + list(buffer_tensors(a)) + list(mtp_tensors(a) if a.mtp_layers else []) + \
-        list(vision_tensors(a) if with_vision else [])
+        list(a.vision.tensors() if with_vision and a.vision is not None else [])
     matrices: dict[str, list[tuple[str, int]]] = {"model": [], "mtp": [], "vision": [], "buffers": []}
     for t in tensors:
         if scheme.method == "mxfp4" and scheme.quantizes(t):

@@ -378,7 +378,7 @@ def activation_formula(d: Deployment, c: Coefficients | None = None) -> str:
     if d.runner == "v2" and c is not None and "v2_sampler_bytes_per_logit" in c.items:
         sampler = f"sampler: rows x vocab x {c['v2_sampler_bytes_per_logit']:.1f} B (V2, two passes)"
         return f"max({forward}; {sampler})" if not d.with_vision else (
-            f"max(vision encoder: patches x (width + MLP width / TP); max({forward}; {sampler}) + images held)")
+            f"max(vision encoder: {_tower_peak(d)}; max({forward}; {sampler}) + images held)")
     if d.rules.sampler == "sort":  # vLLM 0.10-0.16: top-k / top-p by a torch sort of every logit row
         per = f" x {c['sampler_sort_bytes_per_logit']:.0f} B" if c is not None else ""
         sampler = f"sort sampler: rows x vocab{per}"
@@ -386,8 +386,12 @@ def activation_formula(d: Deployment, c: Coefficients | None = None) -> str:
         sampler = "rejection sampler x 2 rows" if d.spec_tokens else "sampler"
     lm = f"base + max({forward}; {sampler})"
     if d.with_vision:
-        return f"max(vision encoder: patches x (width + MLP width / TP); {lm} + images held)"
+        return f"max(vision encoder: {_tower_peak(d)}; {lm} + images held)"
     return lm
+
+
+def _tower_peak(d: Deployment) -> str:
+    return d.model.arch.vision.peak_text if d.model.arch.vision is not None else "none"
 
 
 def kv_only_text(d: Deployment, available_kv_gib: float, res: dict[str, Any]) -> str:

@@ -1,0 +1,71 @@
+"""What a vision tower answers for the budget: its weights, what vLLM's encoder profiling runs through it, the peak
+of that run, what stays alive while the language model's dummy run follows, and buffers it allocates with the model.
+
+vLLM's profile_run (v1/worker/gpu_model_runner.py, 0.26-0.33) embeds a batch of maximum-size dummy items through the
+tower in one call, then holds the outputs while the language model's own dummy run peaks: the larger of the tower's
+forward peak and (the language model's peak + what is held) counts. Bytes per rank."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from ..layers.base import Tensor
+
+
+@dataclass(frozen=True)
+class EncoderProfile:
+    """The dummy batch vLLM's encoder profiling runs: `items` maximum-size items of `tokens_per_item` embeddings
+    each (the encoder budget, max(max_num_batched_tokens, one item), over the item's tokens; at least one), and the
+    `patches` the tower's blocks see."""
+
+    items: int
+    tokens_per_item: int
+    patches: int
+
+    @property
+    def tokens(self) -> int:
+        return self.items * self.tokens_per_item
+
+
+def profile_items(max_num_batched_tokens: int, tokens_per_item: int) -> int:
+    """Items of the dummy batch: the encoder budget (max(max_num_batched_tokens, one item's tokens),
+    v1/core/encoder_cache_manager.py) over one item's tokens (multimodal/encoder_budget.py; with vLLM's default
+    limit of 999 items a prompt, max_num_seqs x the limit never binds)."""
+    return max(1, max(max_num_batched_tokens, tokens_per_item) // tokens_per_item)
+
+
+class Tower(ABC):
+    """One vision tower kind."""
+
+    name: str = ""
+    peak_text: str = ""  # how its profiling peak is built, in words (the budget's 'from' column)
+    evidence: str = ""  # what its figures rest on, for the answer's list of what is estimated
+
+    @abstractmethod
+    def tensors(self) -> Iterator[Tensor]:
+        """Its weights as vLLM allocates them (part "vision": never quantized)."""
+
+    @abstractmethod
+    def profile(self, max_num_batched_tokens: int) -> EncoderProfile:
+        """The dummy batch of vLLM's encoder profiling."""
+
+    @abstractmethod
+    def held_bytes(self, p: EncoderProfile, text_hidden: int) -> int:
+        """Bytes alive from the encoder's run while the language model's dummy run peaks."""
+
+    def forward_bytes(self, p: EncoderProfile, tp: int) -> int:
+        """The tower's forward peak over the profile batch (bytes per rank), from vLLM's source; 0 where it is not
+        traced and the version's fitted encoder coefficients stand for it."""
+        return 0
+
+    def buffer_bytes(self, max_num_batched_tokens: int, text_hidden: int, dtype_bytes: int) -> int:
+        """Buffers the model allocates with the tower at load, beside the weights (0: none)."""
+        return 0
+
+    @property
+    def prefix_lm(self) -> bool:
+        """Whether the language model attends bidirectionally over an item's tokens once the tower is loaded (a
+        multimodal prefix LM), which narrows vLLM's choice of attention backend (vllm_rules.mm_prefix_backend)."""
+        return False
