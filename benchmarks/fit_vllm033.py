@@ -32,12 +32,12 @@ def lab_logs() -> list[tuple[str, object, object]]:
     """(name, facts, deployment) of every 0.33.0 startup log that reached its budget line."""
     out = []
     for path in sorted(LAB.rglob("*.log")):
-        if path.parent.name == "vision":  # issue 46's later startups (h200x4-0.33.0-issue46b): not in this fit
+        if path.parent.name in ("vision", "moe-tokens"):  # issue 46's later startups (plans h200x4-0.33.0-issue46b-d)
             continue
         facts = parse_log(path.read_text())
-        if facts.available_kv_gib is None:
-            continue
         model = MODELS.get(str(facts.args.get("model")))
+        if facts.available_kv_gib is None or (model is None and path.parent.name == "families"):  # issue 46's too
+            continue
         out.append((str(path.relative_to(LAB)), facts, deployment_from_log(facts, model)))
     return out
 
@@ -51,7 +51,7 @@ VISION = {"/tmp/mm/gemma-3-27b-it": "tests/fixtures/models/gemma-3-27b-it",
 def graph_logs() -> list[tuple[str, object, object]]:
     """lab_logs and the vision families' language-model-only startups (0.33.0, H200): the graph estimate's sample."""
     out = lab_logs()
-    for path in sorted((LAB / "vision").glob("*.log")):
+    for path in sorted((LAB / "vision").glob("*-lmo.log")):  # language-model-only (plan h200x4-0.33.0-issue46b)
         facts = parse_log(path.read_text())
         model = VISION.get(str(facts.args.get("model")))
         if facts.available_kv_gib is not None and model:
@@ -139,6 +139,48 @@ def main() -> None:
     for n, row, e, k in others:
         dense = float(np.array(row) @ coef)
         print(f"  {k:6} {n:30} logged {e / GiB:.2f} GiB, the dense estimate {dense / GiB:.2f}: ratio {e / dense:.3f}")
+
+    mla_graphs()
+
+
+def mla_graphs() -> None:
+    """MLA on FLASH_ATTN_MLA (graphs.mla_graph_estimate): logged estimate - the split buffers - (N_FULL - 1) MiB
+    = base + per token x (F + B2), least squares over DeepSeek-V3 cut to 5 layers at 64, 256 (H100) and 512 / 1024
+    seqs, where the allocator's multiplicity m is 1; the 128-seq log (m = 2) is the band's top."""
+    from vrambudget.graphs import mla_graph_estimate
+
+    print("== MLA's V2 graph estimate (FLASH_ATTN_MLA): base + per FULL-batch token x (F + B2) beside the split buffers")
+    h100 = ROOT / "tests" / "fixtures" / "lab-vllm-0.33.0-h100" / "moe-tokens" / "dsv3-t8k-mml4k.log"
+    paths = [LAB / "moe-tokens" / "dsv3-s64.log", h100, LAB / "moe-tokens" / "dsv3-s512.log",
+             LAB / "families" / "dsv3-d-cold.log", LAB / "moe-tokens" / "dsv3-s128.log"]
+    rows, ys, names, probe = [], [], [], []
+    for path in paths:
+        facts = parse_log(path.read_text())
+        d = deployment_from_log(facts, "tests/fixtures/models/lab-deepseek-v3-5l")
+        feats = features(d)
+        _, _, n_full, largest = feats.graph_sizes
+        second = feats.second_full
+        n = 2 if feats.mla_after_moe and second > 120 else 1
+        split = feats.mla_split_bytes_per_seq * (largest + n * second) + (n_full - 1) * MiB
+        probe.append((path.name, feats, facts.cudagraph_estimate_gib * GiB))
+        if path.name != "dsv3-s128.log":
+            rows.append([1.0, largest + second])
+            ys.append(facts.cudagraph_estimate_gib * GiB - split)
+            names.append(path.name)
+    coef, res, lo = loo(np.array(rows), np.array(ys))
+    print(f"  base {coef[0]:.0f} B ({coef[0] / GiB:.4f} GiB), per FULL-batch token {coef[1]:.0f} B ({coef[1] / MiB:.4f} MiB)")
+    c = {"cudagraph_v2_mla_base_bytes": coef[0], "cudagraph_v2_mla_per_full_token_bytes": coef[1]}
+
+    class C:  # the two fitted figures as a Coefficients stand-in
+        items = c
+
+        def __getitem__(self, k):
+            return c[k]
+
+    for name, feats, logged in probe:
+        est, low, high = mla_graph_estimate(feats, C())
+        print(f"    {name:24} logged {logged / GiB:.3f} estimate {est / GiB:.3f} (band {low / GiB:.3f} .. {high / GiB:.3f}) "
+              f"residual {(est - logged) / GiB:+.3f} GiB")
 
 
 if __name__ == "__main__":

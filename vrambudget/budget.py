@@ -15,7 +15,9 @@ import math
 from dataclasses import dataclass, replace
 
 from .layers.base import LayerKind
+from .layers.ffn import MoE
 from .layers.mla import MLA, chunked_prefill_workspace_tokens
+from .layers.sparse_mla import SparseMLA
 from .model.arch import ModelArch
 from .model.checkpoint import weights_from_tensors
 from .model.lora import lora_buffer_bytes
@@ -86,6 +88,8 @@ def weight_bytes(d: Deployment) -> WeightBytes:
     if d.with_vision and a.vision is not None:
         extra = a.vision.buffer_bytes(d.max_num_batched_tokens, a.hidden_size, dtype_bytes(a.dtype))
         w = WeightBytes(w.model, w.mtp, w.vision + extra, w.source)
+    if a.uses_sparse_mla:
+        w = WeightBytes(w.model + sparse_mla_load_bytes(d), w.mtp, w.vision, w.source)
     if d.lora is None or d.lora_left_out:
         return w
     extra = lora_buffer_bytes(d.model.arch, d.lora, d.tp, dtype_bytes(d.model.arch.dtype))
@@ -111,7 +115,7 @@ def backend_for(d: Deployment) -> Backend:
         return backend_named(d.attention_backend, d.gpu)
     a = d.model.arch
     if a.uses_mla:
-        return mla_backend(d.gpu, kv_backend_class(d.kv_cache_dtype))[0]
+        return mla_backend(d.gpu, kv_backend_class(d.kv_cache_dtype), a.uses_sparse_mla)[0]
     backend = attention_backend(d.gpu, kv_backend_class(d.kv_cache_dtype), a.head_dim,
                                 d.vllm.asked if d.vllm is not None else d.rules.version)
     if prefix_lm_tower(d):
@@ -142,7 +146,7 @@ def features(d: Deployment, w: WeightBytes | None = None) -> Features:
     a = d.model.arch
     w = w or weight_bytes(d)
     backend = backend_for(d)
-    graphs, sizes = 0, (0, 0, 0, 0)
+    graphs, sizes, second_full = 0, (0, 0, 0, 0), 0
     if not d.enforce_eager:
         pw, full = cudagraph_sizes(d.max_num_seqs, d.spec_tokens, d.max_num_batched_tokens, runner=d.runner,
                                    uniform_decode=d.rules.uniform_decode_capture, preset_max=a.extras.cudagraph_capture_max)
@@ -150,6 +154,7 @@ def features(d: Deployment, w: WeightBytes | None = None) -> Features:
             full = []
         graphs = len(pw) + len(full)
         sizes = (len(pw), max(pw), len(full), max(full, default=0))
+        second_full = sorted(full)[-2] if len(full) > 1 else 0
     enc = a.vision.profile(d.max_num_batched_tokens) if d.with_vision and a.vision is not None else None
     patches = enc.patches if enc else 0
     kept = kept_moe_workspace_bytes(d)
@@ -164,6 +169,8 @@ def features(d: Deployment, w: WeightBytes | None = None) -> Features:
         encoder_patch_mlp=patches * a.vision.intermediate // d.tp if patches else 0,
         encoder_held_bytes=a.vision.held_bytes(enc, a.hidden_size) if enc else 0,
         encoder_forward_bytes=a.vision.forward_bytes(enc, d.tp) if enc else 0, prefix_lm_tower=prefix_lm_tower(d),
+        diffkv=a.diffkv, mla_split_bytes_per_seq=mla_split_bytes_per_seq(d, backend), second_full=second_full,
+        mla_after_moe=a.uses_mla and _attention_after_moe(a),
         speculative=d.spec_tokens > 0, sampler_sort=d.rules.sampler == "sort", architecture=d.gpu.architecture or "",
         cudagraph_in_budget=d.rules.cudagraph_estimate_in_budget and (
             d.runner == "v1" or d.rules.v2_graph_estimate_in_budget),
@@ -185,20 +192,69 @@ def features(d: Deployment, w: WeightBytes | None = None) -> Features:
 def mla_profile_bytes(d: Deployment) -> int:
     """The MLA layers' profile-run peak (bytes per rank; 0 without MLA): layers/mla.py, with vLLM's chunked-prefill
     workspace for this context, batch and MLA block."""
-    mla = next((layer.mixer for layer in d.model.arch.layers if isinstance(layer.mixer, MLA)), None)
+    a = d.model.arch
+    mla = next((layer.mixer for layer in a.layers if isinstance(layer.mixer, MLA)), None)
     if mla is None:
         return 0
     workspace = chunked_prefill_workspace_tokens(d.max_model_len, d.max_num_seqs, d.mla_block_size,
                                                  d.rules.mla_workspace_seq_floor)
-    return mla.profile_bytes(d.max_num_batched_tokens, d.tp, dtype_bytes(d.model.arch.dtype), workspace,
-                             eager=d.enforce_eager)
+    peak = mla.profile_bytes(d.max_num_batched_tokens, d.tp, dtype_bytes(a.dtype), workspace, eager=d.enforce_eager)
+    if isinstance(mla, SparseMLA) and not _attention_after_moe(a):
+        # no sparse layer runs after an MoE layer (a model cut before its MoE layers): beside the layer's peak is only
+        # the indexer's workspace (inside the fp8 reservation: nothing), not the larger kept MoE scratch
+        kept = kept_moe_workspace_bytes(d)
+        beside = 0 if d.mla_fp8_ds else mla.indexer_workspace_bytes(d.max_model_len)
+        peak -= max(kept - beside, 0)
+    return peak
+
+
+def mla_split_bytes_per_seq(d: Deployment, backend: Backend) -> int:
+    """FA3's split-KV output buffer per decode sequence under FLASH_ATTN_MLA's FULL graphs (bytes per rank): the
+    builder forces 32 splits (v1/attention/backends/mla/flashattn_mla.py max_num_splits), so FA3 allocates 32 x heads
+    x kv_lora_rank fp32 partial outputs a sequence (flash_api.cpp out_accum); 0 on other backends."""
+    mla = next((layer.mixer for layer in d.model.arch.layers if isinstance(layer.mixer, MLA)), None)
+    if mla is None or backend.name != "FLASH_ATTN_MLA" or isinstance(mla, SparseMLA):
+        return 0
+    return 32 * (mla.num_heads // d.tp) * mla.kv_lora_rank * 4
+
+
+def _attention_after_moe(a: ModelArch) -> bool:
+    first_moe = next((i for i, layer in enumerate(a.layers) if isinstance(layer.ffn, MoE)), None)
+    return first_moe is not None and any(layer.mixer is not None for layer in a.layers[first_moe + 1:])
 
 
 def kept_moe_workspace_bytes(d: Deployment) -> int:
     """The fused-MoE scratch this deployment's vLLM keeps allocated from the dummy forward on (bytes per rank; 0
-    where the version frees it or the model has no MoE)."""
+    where the version frees it or the model has no MoE). Sparse MLA's indexer workspace shares vLLM's one
+    WorkspaceManager buffer, which grows to the larger; FLASHMLA_SPARSE reserved it at load (with the weights), so
+    only what outgrows that reservation is kept after the profile."""
     a = d.model.arch
-    return moe_workspace_bytes(a, d.max_num_batched_tokens, d.tp, dtype_bytes(a.dtype)) if d.rules.moe_workspace_kept else 0
+    kept = moe_workspace_bytes(a, d.max_num_batched_tokens, d.tp, dtype_bytes(a.dtype)) if d.rules.moe_workspace_kept else 0
+    sparse = _sparse_mla(a)
+    if sparse is None:
+        return kept
+    kept = max(kept, sparse.indexer_workspace_bytes(d.max_model_len))
+    if d.mla_fp8_ds:
+        kept = max(0, kept - sparse.fp8_init_workspace_bytes(d.max_num_batched_tokens, d.max_model_len, d.tp))
+    return kept
+
+
+def _sparse_mla(a: ModelArch) -> SparseMLA | None:
+    return next((layer.mixer for layer in a.layers if isinstance(layer.mixer, SparseMLA)), None)
+
+
+def sparse_mla_load_bytes(d: Deployment) -> int:
+    """What sparse MLA allocates as the model is built (bytes per rank), counted in vLLM's load: the model's top-k
+    indices (max_num_batched_tokens x index_topk int32), each layer's decode buffers (layers/sparse_mla.py) and, with
+    an fp8 cache, FLASHMLA_SPARSE's workspace (vLLM 0.33.0: DeepSeek-V3.2 cut to 4 layers 28.43 GiB logged, 33.56
+    with fp8; lab-vllm-0.33.0-h200/families/dsv32-*)."""
+    a, t = d.model.arch, d.max_num_batched_tokens
+    layers = [layer.mixer for layer in a.layers if isinstance(layer.mixer, SparseMLA)]
+    rows = d.max_num_seqs * (1 + d.spec_tokens)
+    out = t * layers[0].index_topk * 4 + sum(m.load_buffer_bytes(t, rows, d.mla_fp8_ds) for m in layers)
+    if d.mla_fp8_ds:
+        out += layers[0].fp8_init_workspace_bytes(t, d.max_model_len, d.tp)
+    return out
 
 
 def mxfp4_moe_layers(a: ModelArch) -> int:

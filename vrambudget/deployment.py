@@ -196,13 +196,18 @@ class Deployment:
     prompt_lookup_max: int | None = None
 
     @property
+    def mla_fp8_ds(self) -> bool:
+        """Sparse MLA with an fp8 cache: FLASHMLA_SPARSE's fp8_ds_mla format (656 bytes a token)."""
+        return self.model.arch.uses_sparse_mla and self.kv_dtype_bytes == 1
+
+    @property
     def mla_block_size(self) -> int:
         """The MLA backend's block on this GPU for this KV dtype (16 where the model has no MLA)."""
         if not self.model.arch.uses_mla:
             return 16
         from .hardware.facts import mla_backend
 
-        return mla_backend(self.gpu, kv_backend_class(self.kv_cache_dtype))[1]
+        return mla_backend(self.gpu, kv_backend_class(self.kv_cache_dtype), self.model.arch.uses_sparse_mla)[1]
 
     @property
     def version_label(self) -> str:
@@ -439,6 +444,9 @@ def resolve(model: ModelSource, gpu: GPU, rules: VllmRules, flags: Flags) -> Dep
     if a.extras.tower_unmodelled and not lmo:
         raise UserError(f"{a.name}: {a.extras.tower_unmodelled} is not modelled, and vLLM loads it unless told otherwise: "
                         "pass --language-model-only to plan the text model (vLLM then serves text only)")
+    if a.uses_sparse_mla and not flags.enforce_eager:
+        raise UserError(f"{a.name}: sparse MLA under CUDA graphs is not modelled (vLLM 0.33 captures breakable graphs for "
+                        "it; its estimate, 8.01 GiB for DeepSeek-V3.2 cut to 4 layers, is not traced): pass --enforce-eager")
     if not lmo and a.vision is not None and a.vision.prefix_lm and rules.mm_prefix_backend is None:
         raise UserError(f"{a.name}: with its {a.vision.name} tower vLLM {rules.version} picks another attention backend "
                         "(a multimodal prefix LM), measured on vLLM 0.33 only: pass --language-model-only or --vllm-version 0.33")

@@ -86,6 +86,8 @@ def cudagraph_estimate_v2(f: Features, c: Coefficients) -> float:
     prefill graphs, PIECEWISE and FULL) a measured figure. Fitted on the dense and hybrid startups of the 0.33.0
     lab (profiles/coefficients/vllm-0.33.json). Where one log measured a kind of model against this (MoE, MXFP4
     experts, MLA, tensor parallel ranks), its ratio scales the estimate, an estimate with that coefficient's band."""
+    if f.mla_split_bytes_per_seq and "cudagraph_v2_mla_base_bytes" in c.items:
+        return mla_graph_estimate(f, c)[0]
     n_pw, _largest_pw, n_full, largest_full = f.graph_sizes
     est = (c["cudagraph_v2_per_pw_graph_layer_bytes"] * n_pw * f.layers
            + c["cudagraph_v2_full_per_token_hidden_bytes"] * n_full * largest_full * f.hidden
@@ -93,16 +95,42 @@ def cudagraph_estimate_v2(f: Features, c: Coefficients) -> float:
     return est * v2_graph_factor(f, c) + c.get("cudagraph_offset_bytes", 0.0)
 
 
-def v2_graph_kind(mla: bool, mxfp4: bool, moe: bool, prefix_lm: bool = False) -> str:
+def mla_graph_estimate(f: Features, c: Coefficients) -> tuple[float, float, float]:
+    """Model Runner V2's estimate for MLA on FLASH_ATTN_MLA (bytes: the estimate, its band's low and high end), from
+    vLLM 0.33.0's profiler (v1/worker/gpu/cudagraph_utils.py profile_cudagraph_memory): it captures every PIECEWISE
+    size and the two largest FULL ones (F, B2) into a throwaway pool and returns the capture's drop + (N_FULL - 1) x
+    max(the second's sample, 1 MiB). Entering a graph capture empties torch's cache (torch 2.14 graphs.py), which
+    returns the eager warm-up's FA3 split buffer (O(B) = 32 splits x heads x kv_lora_rank x 4 B x B, up to 992
+    sequences) before the sample ends: the sample is negative, so the floor applies and the freed buffer counts on
+    top. Estimate = a base + per FULL-batch token x (F + B2) (fitted) + m x O(F) + n x O(B2) + (N_FULL - 1) MiB. The
+    multiplicities are the allocator's (not traced): n = 2 where an MLA layer follows an MoE layer and B2 is above
+    120 (measured 2 at 248 and 496, 1 at 56 and 120), else 1; m = 1 (measured 2 once, at F = 128: the band's top)."""
+    _n_pw, _s_pw, n_full, largest = f.graph_sizes
+    second = f.second_full
+
+    def split(batch: int) -> float:
+        return f.mla_split_bytes_per_seq * batch if batch <= 992 else 0.0
+
+    n = 2 if f.mla_after_moe and second > 120 else 1
+    base = (c["cudagraph_v2_mla_base_bytes"] + c["cudagraph_v2_mla_per_full_token_bytes"] * (largest + second)
+            + max(n_full - 1, 0) * 2**20)
+    est = base + split(largest) + n * split(second)
+    low = est - (split(second) if n == 2 and second < 248 else 0.0)  # n between the batches measured: 1 or 2
+    return est, low, est + split(largest)
+
+
+def v2_graph_kind(mla: bool, mxfp4: bool, moe: bool, prefix_lm: bool = False, diffkv: bool = False) -> str:
     """The coefficient that scales a kind of model's V2 graph estimate ('' for a dense model): MLA, else MXFP4
-    experts, else an MoE, else a multimodal prefix LM with its tower (its PIECEWISE-only backend)."""
+    experts, else K and V heads of different dims (FLASH_ATTN_DIFFKV), else an MoE, else a multimodal prefix LM with
+    its tower (its PIECEWISE-only backend)."""
     return ("cudagraph_v2_mla_factor" if mla else "cudagraph_v2_mxfp4_factor" if mxfp4
-            else "cudagraph_v2_moe_factor" if moe else "cudagraph_v2_prefix_lm_factor" if prefix_lm else "")
+            else "cudagraph_v2_diffkv_factor" if diffkv else "cudagraph_v2_moe_factor" if moe
+            else "cudagraph_v2_prefix_lm_factor" if prefix_lm else "")
 
 
 def v2_graph_factor(f: Features, c: Coefficients) -> float:
     """The measured ratio of a kind of model's V2 graph estimate to the dense one's (1 where none was measured),
     times a tensor-parallel rank's."""
-    kind = v2_graph_kind(bool(f.mla_heads), bool(f.mxfp4_moe_layers), f.moe, f.prefix_lm_tower)
+    kind = v2_graph_kind(bool(f.mla_heads), bool(f.mxfp4_moe_layers), f.moe, f.prefix_lm_tower, f.diffkv)
     factor = c.get(kind, 1.0) if kind else 1.0
     return factor * (c.get("cudagraph_v2_tp_factor", 1.0) if f.tp > 1 else 1.0)

@@ -41,7 +41,8 @@ def layout_for(d: Deployment) -> KVLayout:
         draft_attention_layers=a.mtp_layers if d.mtp else 0, tp=d.tp, mamba_blocks=mamba_blocks,
         block_multiple=d.rules.align_block_multiple_hopper if hopper_align else d.rules.hybrid_block_multiple,
         max_num_batched_tokens=d.max_num_batched_tokens, in_flight_batches=d.rules.sliding_in_flight_batches,
-        kv_scale_bytes=d.kv_scale_bytes, drafter=draft_layers(d), mla_block_size=d.mla_block_size)
+        kv_scale_bytes=d.kv_scale_bytes, drafter=draft_layers(d), mla_block_size=d.mla_block_size,
+        mla_fp8_ds=d.mla_fp8_ds)
 
 
 def started_length(plan: KVPlan, d: Deployment) -> int:

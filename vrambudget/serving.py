@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from .budget import Budget, features, mxfp4_moe_layers, prefix_lm_tower
 
-from .graphs import v2_graph_kind
+from .graphs import mla_graph_estimate, v2_graph_kind
 
 from .activation import forward_peak, sampler_peak
 
@@ -135,8 +135,13 @@ def graph_kind_band(c: Coefficients, d: Deployment, b: Budget) -> Coef:
     logs disagree: the estimate at the lowest and highest factor measured (bytes; 0 elsewhere)."""
     if d.runner != "v2":
         return Coef(0.0, 0.0, 0.0, "")
+    f = features(d)
+    if f.mla_split_bytes_per_seq and "cudagraph_v2_mla_base_bytes" in c.items and b.cudagraph_bytes:
+        est, low, high = mla_graph_estimate(f, c)
+        return Coef(0.0, low - est, high - est, "MLA's split buffers kept once or twice by the allocator "
+                    "(DeepSeek-V3 cut to 5 layers at 64 to 1024 seqs)")
     a = d.model.arch
-    kind = v2_graph_kind(a.uses_mla, bool(mxfp4_moe_layers(a)), a.moe is not None, prefix_lm_tower(d))
+    kind = v2_graph_kind(a.uses_mla, bool(mxfp4_moe_layers(a)), a.moe is not None, prefix_lm_tower(d), a.diffkv)
     item = c.items.get(kind) if kind else None
     if item is None or item.low == item.high or not item.value:
         return Coef(0.0, 0.0, 0.0, "")

@@ -9,6 +9,7 @@ from functools import lru_cache
 from typing import Any
 
 from .catalog import GPU, Basis, architecture_of
+from ..errors import UserError
 from ..profiles import bundled_dir, read_json
 from ..units import GiB, MiB
 
@@ -171,12 +172,16 @@ def attention_backend(gpu: GPU, kv: str, head_dim: int = 128, version: str | Non
     return _backend("FLASH_ATTN", "", f"architecture {gpu.architecture!r} not in the table: assumed FLASH_ATTN", gpu)
 
 
-def mla_backend(gpu: GPU, kv: str) -> tuple[Backend, int]:
+def mla_backend(gpu: GPU, kv: str, sparse: bool = False) -> tuple[Backend, int]:
     """The MLA backend vLLM picks on this GPU for this KV dtype class, and its block size (gpu_facts.json
-    mla_backends); an architecture not in the table gets TRITON_MLA (any GPU), said in its source."""
-    for r in _facts()["mla_backends"]["rules"]:
+    mla_backends, sparse_mla_backends); an architecture not in the table gets TRITON_MLA (any GPU), said in its
+    source; sparse MLA on one not in its table is refused."""
+    for r in _facts()["sparse_mla_backends" if sparse else "mla_backends"]["rules"]:
         if gpu.architecture in r["architectures"] and r["kv"] in ("any", kv):
             return _backend(r["backend"], "", r["source"], gpu), int(r["block_size"])
+    if sparse:
+        raise UserError(f"sparse MLA (DeepSeek V3.2 / GLM-5) on {gpu.name} ({gpu.architecture}): vLLM's sparse MLA "
+                        "backends are modelled on Hopper only (measured on an H200)")
     return _backend("TRITON_MLA", "", f"architecture {gpu.architecture!r} not in mla_backends: TRITON_MLA assumed",
                     gpu), 16
 

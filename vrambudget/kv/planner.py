@@ -164,7 +164,7 @@ def _kind_buckets(mixers: list, ctx: CacheContext) -> list[Bucket]:
 def build_layout(arch: ModelArch, *, kv_dtype_bytes: int, spec_tokens: int, draft_attention_layers: int,
                  tp: int, mamba_blocks: int, block_multiple: int, max_num_batched_tokens: int,
                  in_flight_batches: int = 1, kv_scale_bytes: int = 0,
-                 drafter: tuple[DraftLayers, ...] = (), mla_block_size: int = 16) -> KVLayout:
+                 drafter: tuple[DraftLayers, ...] = (), mla_block_size: int = 16, mla_fp8_ds: bool = False) -> KVLayout:
     """Buckets, block size and groups for a model, from its layers' own cache specs (layers/): layers whose spec is
     equal share a bucket; an MTP drafter's attention layers (the target's spec) join it, an external drafter's
     layers join a bucket only where their spec is equal. Where some layers keep a fixed state (GatedDeltaNet,
@@ -173,7 +173,7 @@ def build_layout(arch: ModelArch, *, kv_dtype_bytes: int, spec_tokens: int, draf
     state group; a sliding-window layer keeps its window plus `in_flight_batches` x max_num_batched_tokens."""
     in_flight = in_flight_batches * max_num_batched_tokens
     ctx = CacheContext(kv_dtype_bytes, arch.dtype, tp, spec_tokens, mamba_blocks, in_flight, kv_scale_bytes,
-                       DENSE_BLOCK_SIZE, mla_block_size)
+                       DENSE_BLOCK_SIZE, mla_block_size, mla_fp8_ds)
     mixers = [layer.mixer for layer in arch.layers if layer.mixer is not None]  # MLP-only layers hold no cache
     if draft_attention_layers:
         mixers += [arch.mtp_layer.mixer] * draft_attention_layers

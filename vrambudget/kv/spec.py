@@ -19,10 +19,12 @@ class AttentionSpec:
     dtype_bytes: int  # fp8 / int8 = 1, bf16 = 2
     block_size: int = 16
     scale_bytes: int = 0  # per-token-head KV: one fp32 scale per head and token, for K and for V
+    v_head_dim: int = 0  # V's head dim where it differs from K's (MiMo-V2: 128 beside 192); 0: head_dim
 
     @property
     def bytes_per_token(self) -> int:
-        return 2 * self.num_kv_heads * (self.head_dim * self.dtype_bytes + self.scale_bytes)
+        return self.num_kv_heads * ((self.head_dim + (self.v_head_dim or self.head_dim)) * self.dtype_bytes
+                                    + 2 * self.scale_bytes)
 
     @property
     def page_size_bytes(self) -> int:
@@ -66,10 +68,11 @@ class MLASpec(AttentionSpec):
     token instead (`token_bytes`)."""
 
     token_bytes: int = 0  # where the format fixes a token's bytes (fp8_ds_mla: 656); 0: head_dim x dtype
+    extra_token_bytes: int = 0  # kept beside the latent in the same page (sparse MLA's indexer key: 132)
 
     @property
     def bytes_per_token(self) -> int:
-        return self.token_bytes or self.num_kv_heads * self.head_dim * self.dtype_bytes
+        return (self.token_bytes or self.num_kv_heads * self.head_dim * self.dtype_bytes) + self.extra_token_bytes
 
 
 @dataclass(frozen=True)

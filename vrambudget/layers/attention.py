@@ -65,7 +65,7 @@ class FullAttention:
 
     def cache_spec(self, ctx: CacheContext) -> AttentionSpec:
         return AttentionSpec(self.kv_heads_per_rank(ctx.tp), self.head_dim, ctx.kv_dtype_bytes, ctx.block_size,
-                             ctx.kv_scale_bytes)
+                             ctx.kv_scale_bytes, v_head_dim=self.v_head_dim or 0)
 
     def check_tp(self, tp: int, name: str) -> None:
         if self.num_heads % tp:

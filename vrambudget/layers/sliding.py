@@ -18,4 +18,5 @@ class SlidingAttention(FullAttention):
 
     def cache_spec(self, ctx: CacheContext) -> SlidingWindowSpec:
         return SlidingWindowSpec(self.kv_heads_per_rank(ctx.tp), self.head_dim, ctx.kv_dtype_bytes, ctx.block_size,
-                                 ctx.kv_scale_bytes, window=self.window, in_flight_tokens=ctx.in_flight_tokens)
+                                 ctx.kv_scale_bytes, v_head_dim=self.v_head_dim or 0, window=self.window,
+                                 in_flight_tokens=ctx.in_flight_tokens)

@@ -12,6 +12,7 @@ from ..layers.base import DecoderLayer, LayerKind, Tensor
 from ..layers.ffn import DenseMLP, MoE
 from ..layers.gdn import GatedDeltaNet
 from ..layers.mla import MLA
+from ..layers.sparse_mla import SparseMLA
 from ..towers.base import Tower
 
 FULL = LayerKind.FULL.value
@@ -139,6 +140,17 @@ class ModelArch:
     def is_hybrid(self) -> bool:
         """Some layers keep a fixed state (GatedDeltaNet, Mamba2) beside attention layers with a KV cache."""
         return any(layer.mixer is not None and layer.kind.has_state for layer in self.layers)
+
+    @property
+    def diffkv(self) -> bool:
+        """Attention whose V head dim differs from its K one: vLLM runs it with FLASH_ATTN_DIFFKV (0.33 mimo_v2.py)."""
+        return any(isinstance(layer.mixer, FullAttention) and layer.mixer.v_dim != layer.mixer.head_dim
+                   for layer in self.layers)
+
+    @property
+    def uses_sparse_mla(self) -> bool:
+        """Sparse MLA with a lightning indexer (DeepSeek V3.2, GLM-5): vLLM's sparse MLA backends."""
+        return any(isinstance(layer.mixer, SparseMLA) for layer in self.layers)
 
     @property
     def uses_mla(self) -> bool:
