@@ -143,33 +143,39 @@ def main() -> None:
     mla_graphs()
 
 
+FIT = ("dsv3-s64.log", "dsv3-t8k-mml4k.log", "dsv3-s512.log", "dsv3-d-cold.log")
+
+
 def mla_graphs() -> None:
     """MLA on FLASH_ATTN_MLA (graphs.mla_graph_estimate): logged estimate - the split buffers - (N_FULL - 1) MiB
-    = base + per token x (F + B2), least squares over DeepSeek-V3 cut to 5 layers at 64, 256 (H100) and 512 / 1024
-    seqs, where the allocator's multiplicity m is 1; the 128-seq log (m = 2) is the band's top."""
+    = base + per token and head x (F + B2) x heads, least squares over DeepSeek-V3 cut to 5 layers at 64, 256 (H100)
+    and 512 / 1024 seqs, where the allocator's multiplicity m is 1; the 128-seq log (m = 2) is the band's top; the
+    later startups (32 and 192 seqs, Kimi K2 cut to 2 layers: plan h200x4-0.33.0-issue46d) are printed against it."""
     from vrambudget.graphs import mla_graph_estimate
 
-    print("== MLA's V2 graph estimate (FLASH_ATTN_MLA): base + per FULL-batch token x (F + B2) beside the split buffers")
+    print("== MLA's V2 graph estimate (FLASH_ATTN_MLA): base + per FULL-batch token and head x (F + B2) x heads beside the split buffers")
     h100 = ROOT / "tests" / "fixtures" / "lab-vllm-0.33.0-h100" / "moe-tokens" / "dsv3-t8k-mml4k.log"
     paths = [LAB / "moe-tokens" / "dsv3-s64.log", h100, LAB / "moe-tokens" / "dsv3-s512.log",
-             LAB / "families" / "dsv3-d-cold.log", LAB / "moe-tokens" / "dsv3-s128.log"]
+             LAB / "families" / "dsv3-d-cold.log", LAB / "moe-tokens" / "dsv3-s128.log",
+             LAB / "moe-tokens" / "dsv3-s32.log", LAB / "moe-tokens" / "dsv3-s192.log", LAB / "families" / "kimi2l-d.log"]
+    models = {"kimi2l-d.log": "tests/fixtures/models/lab-kimi-k2-2l"}
     rows, ys, names, probe = [], [], [], []
     for path in paths:
         facts = parse_log(path.read_text())
-        d = deployment_from_log(facts, "tests/fixtures/models/lab-deepseek-v3-5l")
+        d = deployment_from_log(facts, models.get(path.name, "tests/fixtures/models/lab-deepseek-v3-5l"))
         feats = features(d)
         _, _, n_full, largest = feats.graph_sizes
         second = feats.second_full
-        n = 2 if feats.mla_after_moe and second > 120 else 1
+        n = 2 if feats.moe and second > 120 else 1
         split = feats.mla_split_bytes_per_seq * (largest + n * second) + (n_full - 1) * MiB
         probe.append((path.name, feats, facts.cudagraph_estimate_gib * GiB))
-        if path.name != "dsv3-s128.log":
-            rows.append([1.0, largest + second])
+        if path.name in FIT:
+            rows.append([1.0, (largest + second) * feats.mla_heads])
             ys.append(facts.cudagraph_estimate_gib * GiB - split)
             names.append(path.name)
     coef, res, lo = loo(np.array(rows), np.array(ys))
-    print(f"  base {coef[0]:.0f} B ({coef[0] / GiB:.4f} GiB), per FULL-batch token {coef[1]:.0f} B ({coef[1] / MiB:.4f} MiB)")
-    c = {"cudagraph_v2_mla_base_bytes": coef[0], "cudagraph_v2_mla_per_full_token_bytes": coef[1]}
+    print(f"  base {coef[0]:.0f} B ({coef[0] / GiB:.4f} GiB), per FULL-batch token and head {coef[1]:.1f} B")
+    c = {"cudagraph_v2_mla_base_bytes": coef[0], "cudagraph_v2_mla_per_full_token_head_bytes": coef[1]}
 
     class C:  # the two fitted figures as a Coefficients stand-in
         items = c

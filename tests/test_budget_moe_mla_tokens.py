@@ -48,8 +48,9 @@ def test_the_chunked_prefill_workspace_follows_each_version():
 @pytest.mark.parametrize("tag", [p.stem for p in sorted(LOGS.glob("*.log")) if not p.stem.startswith("mix")])
 def test_moe_and_mla_available_kv_within_a_few_hundredths_at_every_batch(tag):
     r = rows(tag)
-    if tag == "dsv3-t8k-mml4k":  # the MLA graph factor's high end (x19.57 of the dense figure against x15.50)
-        assert r["CUDA graph estimate"][1] == 6.33 and r["CUDA graph estimate"][2] == pytest.approx(5.01, abs=0.01)
+    if tag == "dsv3-t8k-mml4k":  # 256 seqs: MLA's graph estimate (graphs.mla_graph_estimate) 6.30 where 6.33 was logged
+        assert r["CUDA graph estimate"][1] == 6.33 and r["CUDA graph estimate"][2] == pytest.approx(6.30, abs=0.01)
+        assert abs(r["available KV cache"][3]) <= 0.05
         return
     assert abs(r["activation peak"][3]) <= 0.03 and abs(r["available KV cache"][3]) <= 0.03, r["available KV cache"]
 

@@ -10,6 +10,7 @@ from vrambudget.budget import features
 
 from vrambudget.graphs import cudagraph_sizes
 from vrambudget.comparison import compare_file, deployment_from_log
+from vrambudget.errors import UserError
 from vrambudget.logparse import parse_log
 from vrambudget.profiles import read_jsonl
 
@@ -21,9 +22,21 @@ MODELS = {"/tmp/models/qwen3-8b": "qwen3-8b", "/tmp/models/llama-3.1-8b": "llama
           "/tmp/models/qwen3-30b-a3b": "tests/fixtures/models/qwen3-30b-a3b",
           "/tmp/models/gpt-oss-20b": "tests/fixtures/models/gpt-oss-20b",
           "/tmp/models/deepseek-v3-5l": "tests/fixtures/models/lab-deepseek-v3-5l",
-          "/tmp/models/qwen3.5-9b": "tests/fixtures/models/qwen3.5-9b"}
+          "/tmp/models/qwen3.5-9b": "tests/fixtures/models/qwen3.5-9b",
+          # issue 46's startups (plans h200x4-0.33.0-issue46c, -46d): models cut to fewer layers
+          "/tmp/models/kimi-k2-2l": "tests/fixtures/models/lab-kimi-k2-2l",
+          "/tmp/models/mimo-v2-flash-6l": "tests/fixtures/models/lab-mimo-v2-flash-6l",
+          "/tmp/models/deepseek-v3.2-4l": "tests/fixtures/models/lab-deepseek-v3.2-4l",
+          "/tmp/models/deepseek-v3.2-5l": "tests/fixtures/models/lab-deepseek-v3.2-5l",
+          "/tmp/models/glm-5-4l": "tests/fixtures/models/lab-glm-5-4l"}
+# sparse MLA (its own bounds: tests/test_family_sparse_mla_mimo.py; refused under graphs) and MLA's 128-seq startup
+# (the allocator kept a second split buffer: the band's top, below) are checked on their own
+OWN = ("dsv32", "glm5", "dsv3-s128")
 BOOTS = sorted(p for p in [*H200.rglob("*.log"), *H100.rglob("startup-01.log")]
-               if p.parent.name != "vision" and parse_log(p.read_text()).available_kv_gib is not None)
+               if p.parent.name != "vision" and not p.name.startswith(OWN)
+               and parse_log(p.read_text()).available_kv_gib is not None)
+# MLA's CUDA-graph estimate (graphs.mla_graph_estimate) leaves -0.039..+0.054 GiB on the startups it was not fitted on
+MLA_BOUND = {"dsv3-s32.log": 0.07, "dsv3-s192.log": 0.07}
 DEFAULTS = [p for p in BOOTS if p.parent.name == "defaults" and "-d-" in p.name]
 
 
@@ -49,10 +62,33 @@ def test_every_startup_is_reproduced_within_a_few_hundredths(path):
     c = compare_file(path, model=model_of(path))
     rows = {r[0]: r for r in c.rows}
     # the V2 graph estimator, fitted over 28 to 62 layers (benchmarks/fit_vllm033.py), leaves -0.053..+0.041 GiB
+    bound = MLA_BOUND.get(path.name, 0.055)
     for name, logged, _, err in c.rows:
         if logged is not None and name != "requested (GMU budget)":
-            assert abs(err) <= 0.055, (name, logged, err)
-    assert abs(rows["available KV cache"][3]) <= 0.055
+            assert abs(err) <= bound, (name, logged, err)
+    assert abs(rows["available KV cache"][3]) <= bound
+
+
+def test_sparse_mla_under_cuda_graphs_is_refused_in_one_line():
+    for name in ("dsv32-d.log", "dsv32-fp8.log", "glm5-d.log"):
+        path = H200 / "families" / name
+        with pytest.raises(UserError, match="pass --enforce-eager") as e:
+            compare_file(path, model=model_of(path))
+        assert "\n" not in str(e.value)
+
+
+def test_mla_at_128_seqs_is_the_top_of_its_graph_band():
+    """At 128 seqs the allocator kept FA3's split buffer of the largest FULL batch twice (3.23 GiB logged, 2.23
+    estimated): the answer names the band, whose top is the log."""
+    from vrambudget.serving import graph_kind_band
+
+    path = H200 / "moe-tokens" / "dsv3-s128.log"
+    c = compare_file(path, model=model_of(path))
+    rows = {r[0]: r for r in c.rows}
+    p = c.prediction
+    band = graph_kind_band(p.coefficients, p.deployment, p.budget)
+    assert abs(rows["CUDA graph estimate"][1] - (p.budget.cudagraph_bytes + band.high) / 2**30) <= 0.01
+    assert "split buffers" in band.source
 
 
 def test_a_033_log_states_its_terms_the_new_way():

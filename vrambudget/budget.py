@@ -170,7 +170,6 @@ def features(d: Deployment, w: WeightBytes | None = None) -> Features:
         encoder_held_bytes=a.vision.held_bytes(enc, a.hidden_size) if enc else 0,
         encoder_forward_bytes=a.vision.forward_bytes(enc, d.tp) if enc else 0, prefix_lm_tower=prefix_lm_tower(d),
         diffkv=a.diffkv, mla_split_bytes_per_seq=mla_split_bytes_per_seq(d, backend), second_full=second_full,
-        mla_after_moe=a.uses_mla and _attention_after_moe(a),
         speculative=d.spec_tokens > 0, sampler_sort=d.rules.sampler == "sort", architecture=d.gpu.architecture or "",
         cudagraph_in_budget=d.rules.cudagraph_estimate_in_budget and (
             d.runner == "v1" or d.rules.v2_graph_estimate_in_budget),
@@ -199,11 +198,13 @@ def mla_profile_bytes(d: Deployment) -> int:
     workspace = chunked_prefill_workspace_tokens(d.max_model_len, d.max_num_seqs, d.mla_block_size,
                                                  d.rules.mla_workspace_seq_floor)
     peak = mla.profile_bytes(d.max_num_batched_tokens, d.tp, dtype_bytes(a.dtype), workspace, eager=d.enforce_eager)
-    if isinstance(mla, SparseMLA) and not _attention_after_moe(a):
-        # no sparse layer runs after an MoE layer (a model cut before its MoE layers): beside the layer's peak is only
-        # the indexer's workspace (inside the fp8 reservation: nothing), not the larger kept MoE scratch
+    if not _attention_after_moe(a):
+        # no MLA layer runs after an MoE layer (a model cut before its MoE layers, Kimi K2 cut to 2): beside the
+        # layer's peak is only sparse MLA's indexer workspace (inside the fp8 reservation: nothing), not the kept MoE
+        # scratch (Kimi K2 2 layers, vLLM 0.33.0: 2.32 GiB logged, lab-vllm-0.33.0-h200/families/kimi2l-d)
         kept = kept_moe_workspace_bytes(d)
-        beside = 0 if d.mla_fp8_ds else mla.indexer_workspace_bytes(d.max_model_len)
+        sparse = isinstance(mla, SparseMLA) and not d.mla_fp8_ds
+        beside = mla.indexer_workspace_bytes(d.max_model_len) if sparse else 0
         peak -= max(kept - beside, 0)
     return peak
 

@@ -444,6 +444,9 @@ def resolve(model: ModelSource, gpu: GPU, rules: VllmRules, flags: Flags) -> Dep
     if a.extras.tower_unmodelled and not lmo:
         raise UserError(f"{a.name}: {a.extras.tower_unmodelled} is not modelled, and vLLM loads it unless told otherwise: "
                         "pass --language-model-only to plan the text model (vLLM then serves text only)")
+    if a.uses_sparse_mla and not rules.sparse_mla:
+        raise UserError(f"{a.name}: sparse MLA (DeepSeek V3.2 / GLM-5) is modelled from vLLM 0.33's source and "
+                        f"measured there, not on vLLM {rules.version}: pass --vllm-version 0.33")
     if a.uses_sparse_mla and not flags.enforce_eager:
         raise UserError(f"{a.name}: sparse MLA under CUDA graphs is not modelled (vLLM 0.33 captures breakable graphs for "
                         "it; its estimate, 8.01 GiB for DeepSeek-V3.2 cut to 4 layers, is not traced): pass --enforce-eager")

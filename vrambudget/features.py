@@ -40,11 +40,9 @@ class Features:
     prefix_lm_tower: bool = False  # a multimodal prefix LM with its tower: vLLM's prefix-LM attention backend
     diffkv: bool = False  # attention whose V head dim differs from K's (vLLM's FLASH_ATTN_DIFFKV backend)
     # MLA on FLASH_ATTN_MLA under FULL graphs: FA3's split-KV buffer a decode sequence holds (32 splits x heads per
-    # rank x kv_lora_rank x fp32; 0 elsewhere), the second-largest FULL batch, and whether an MLA layer follows an MoE
-    # layer (graphs.mla_graph_estimate)
+    # rank x kv_lora_rank x fp32; 0 elsewhere) and the second-largest FULL batch (graphs.mla_graph_estimate)
     mla_split_bytes_per_seq: int = 0
     second_full: int = 0
-    mla_after_moe: bool = False
     speculative: bool = False  # a drafter (MTP, DFlash): the rejection sampler's dummy run follows the sampler's
     sampler_sort: bool = False  # top-k / top-p by a torch sort of every logit row (vLLM 0.10-0.16: VllmRules.sampler)
     architecture: str = ""  # the GPU's (catalog.architecture_of): picks a coefficient's per-architecture value

@@ -102,21 +102,22 @@ def mla_graph_estimate(f: Features, c: Coefficients) -> tuple[float, float, floa
     max(the second's sample, 1 MiB). Entering a graph capture empties torch's cache (torch 2.14 graphs.py), which
     returns the eager warm-up's FA3 split buffer (O(B) = 32 splits x heads x kv_lora_rank x 4 B x B, up to 992
     sequences) before the sample ends: the sample is negative, so the floor applies and the freed buffer counts on
-    top. Estimate = a base + per FULL-batch token x (F + B2) (fitted) + m x O(F) + n x O(B2) + (N_FULL - 1) MiB. The
-    multiplicities are the allocator's (not traced): n = 2 where an MLA layer follows an MoE layer and B2 is above
-    120 (measured 2 at 248 and 496, 1 at 56 and 120), else 1; m = 1 (measured 2 once, at F = 128: the band's top)."""
+    top. Estimate = a base + per FULL-batch token and head x (F + B2) x heads (fitted: the decode graphs' other
+    activations, per head) + m x O(F) + n x O(B2) + (N_FULL - 1) MiB. The multiplicities are the allocator's (not
+    traced): n = 2 in a model with MoE layers where B2 is above 120 (measured 2 at 184 to 496, 1 at 24 to 120), else 1;
+    m = 1 (measured 2 once, at F = 128: the band's top)."""
     _n_pw, _s_pw, n_full, largest = f.graph_sizes
     second = f.second_full
 
     def split(batch: int) -> float:
         return f.mla_split_bytes_per_seq * batch if batch <= 992 else 0.0
 
-    n = 2 if f.mla_after_moe and second > 120 else 1
-    base = (c["cudagraph_v2_mla_base_bytes"] + c["cudagraph_v2_mla_per_full_token_bytes"] * (largest + second)
+    n = 2 if f.moe and second > 120 else 1
+    base = (c["cudagraph_v2_mla_base_bytes"]
+            + c["cudagraph_v2_mla_per_full_token_head_bytes"] * (largest + second) * f.mla_heads
             + max(n_full - 1, 0) * 2**20)
     est = base + split(largest) + n * split(second)
-    low = est - (split(second) if n == 2 and second < 248 else 0.0)  # n between the batches measured: 1 or 2
-    return est, low, est + split(largest)
+    return est, est, est + split(largest)
 
 
 def v2_graph_kind(mla: bool, mxfp4: bool, moe: bool, prefix_lm: bool = False, diffkv: bool = False) -> str:

@@ -139,7 +139,7 @@ def graph_kind_band(c: Coefficients, d: Deployment, b: Budget) -> Coef:
     if f.mla_split_bytes_per_seq and "cudagraph_v2_mla_base_bytes" in c.items and b.cudagraph_bytes:
         est, low, high = mla_graph_estimate(f, c)
         return Coef(0.0, low - est, high - est, "MLA's split buffers kept once or twice by the allocator "
-                    "(DeepSeek-V3 cut to 5 layers at 64 to 1024 seqs)")
+                    "(DeepSeek-V3 cut to 5 layers at 32 to 1024 seqs, Kimi K2 cut to 2)")
     a = d.model.arch
     kind = v2_graph_kind(a.uses_mla, bool(mxfp4_moe_layers(a)), a.moe is not None, prefix_lm_tower(d), a.diffkv)
     item = c.items.get(kind) if kind else None

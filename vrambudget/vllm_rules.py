@@ -116,6 +116,9 @@ class VllmRules:
     # (lab-vllm-0.33.0-h100/vision/g3-4b-vis: 'setting cudagraph_mode=PIECEWISE'). None: not measured (0.26.0's
     # fallback is another backend), so such a tower is refused on that version.
     mm_prefix_backend: tuple[str, str] | None = None
+    # Whether sparse MLA (DeepSeek V3.2, GLM-5: the indexer's cache, buffers and workspaces, layers/sparse_mla.py) was
+    # read in this range's source and measured: 0.33.0 (lab-vllm-0.33.0-h200/families/dsv32-*, glm5-*); else refused
+    sparse_mla: bool = False
     # The last minor version this range's rules were read for (e.g. "0.16": the sampler checked in 0.10.2-0.16.0's
     # source), so a version up to it is inside the range, not between two ranges ("": only the range's own minor).
     covers: str = ""
@@ -182,7 +185,7 @@ RULES["0.33"] = replace(RULES["0.29"], version="0.33", align_block_multiple_hopp
                         v2_sampler_fp32_pass=True, covers="", uniform_decode_capture=True, ngram_tokens_on_gpu=True,
                         # 4-bit AWQ layers load at their computed size (Qwen3.5-9B-AWQ + MTP 2: 10.56 GiB, 0.26.0: 10.66)
                         int4_group_load_extra_bytes=0.0, mla_workspace_seq_floor=False,
-                        mm_prefix_backend=("TRITON_FLASH_ATTN", "NEVER"),
+                        mm_prefix_backend=("TRITON_FLASH_ATTN", "NEVER"), sparse_mla=True,
                         measured="vLLM 0.33.0 startups on H100 and 4x H200 (tests/fixtures/lab-vllm-0.33.0-*)",
                         description="vLLM 0.33.x, the current release (measured: 20 `vllm serve` startups of 0.33.0 on "
                         "H200s, torch 2.14.0)")

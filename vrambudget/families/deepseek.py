@@ -69,13 +69,15 @@ def _sparse_rotary(t: dict[str, Any], rows: int, rope: int) -> tuple[tuple[int, 
 
 
 FAMILY = Family(
-    name="DeepSeek V2 / V3 / R1, Kimi K2 (MLA)",
+    name="DeepSeek V2 / V3 / R1, Kimi K2 (MLA); DeepSeek V3.2, GLM-5 (sparse MLA)",
     architectures=("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM",
                    "GlmMoeDsaForCausalLM"),
     model_types=("deepseek_v2", "deepseek_v3", "kimi_k2", "deepseek_v32", "glm_moe_dsa"),
     read=read,
     evidence="vLLM 0.26.0 source (deepseek_v2.py, mla_attention.py, kv_cache_interface.py); lab startups on vLLM 0.26.0 "
              "(H100: DeepSeek-V2-Lite eager and graphs on Model Runner V2, DeepSeek-V3 cut to 5 layers on V1; fp8 KV "
-             "(FlashMLA, block 64) and Kimi K2 from source only) and on vLLM 0.33.0 (H200 and H100: DeepSeek-V3 cut to 5 "
-             "layers at 2,048 to 32,768 batched tokens, its MLA profile peak from vLLM 0.33.0's source)",
+             "(FlashMLA, block 64) from source only) and on vLLM 0.33.0 (H200 and H100: DeepSeek-V3 cut to 5 layers at "
+             "2,048 to 32,768 batched tokens and 32 to 1,024 seqs, its MLA profile peak and CUDA-graph estimate from vLLM "
+             "0.33.0's source; Kimi K2 cut to 2 layers; DeepSeek V3.2 cut to 4 and 5 layers and GLM-5 cut to 4, eager, "
+             "kv auto and fp8: the indexer's cache, weights and workspaces)",
 )
