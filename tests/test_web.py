@@ -183,6 +183,9 @@ def test_page_answers_the_readme_main_command_with_the_cli_figures(page):
     got = answer_for(page, want["inputs"])
 
     assert got["json"] == want  # predict --json, key for key
+    # the build made Pyodide's memory snapshot (Node.js is on the machine: npm is), and the page booted from it
+    if shutil.which("node"):
+        assert page.evaluate("window.vrambudget.timings.snapshot") is True
     ans = page.locator("#answer")
     assert ans.get_attribute("data-ceiling") == str(want["max_model_len_ceiling"])
     assert ans.get_attribute("data-available-kv-bytes") == str(want["available_kv_bytes"])
@@ -244,3 +247,20 @@ def test_bad_config_shows_one_clear_message(page, config, words):
     assert words in message
     assert "\n" not in message.strip() and "Traceback" not in page.inner_text("body")
     assert not page.is_visible("#answer") and not page.is_visible("#budget")
+
+
+def test_the_snapshot_patch_refuses_a_pyodide_it_does_not_know(tmp_path):
+    """web/build.py lets Pyodide's restoreSnapshot grow the memory first, in one exact statement; another Pyodide's
+    loader is refused in one line rather than patched blind."""
+    sys.path.insert(0, str(WEB))
+    try:
+        import build
+    finally:
+        sys.path.remove(str(WEB))
+    old, new = build.SNAPSHOT_PATCH
+    (tmp_path / "pyodide.asm.mjs").write_text("x;" + old + ";y")
+    build.patch_snapshot_restore(tmp_path)
+    assert (tmp_path / "pyodide.asm.mjs").read_text() == "x;" + new + ";y"
+    (tmp_path / "pyodide.asm.mjs").write_text("restoreSnapshot=function(t){}")
+    with pytest.raises(build.BuildError, match="restoreSnapshot is not the statement"):
+        build.patch_snapshot_restore(tmp_path)

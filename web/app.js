@@ -39,10 +39,17 @@ async function boot() {
     if (!r.ok) throw new Error(`${info.app_zip}: HTTP ${r.status}`);
     return r.arrayBuffer();
   });
-  py = await loadPyodide({ indexURL: new URL("pyodide/", location.href).href });
+  // the build's memory snapshot (web/snapshot.mjs): Python already booted with vrambudget imported; its files (the
+  // bundled profiles) are not in it, so the zip is unpacked either way
+  const snapshot = info.snapshot ? fetch(info.snapshot).then((r) => {
+    if (!r.ok) throw new Error(`${info.snapshot}: HTTP ${r.status}`);
+    return new Response(r.body.pipeThrough(new DecompressionStream("gzip"))).arrayBuffer();
+  }) : undefined;
+  py = await loadPyodide({ indexURL: new URL("pyodide/", location.href).href, _loadSnapshot: snapshot });
   state.timings.pyodide_ms = performance.now();
+  state.timings.snapshot = Boolean(snapshot);
   py.unpackArchive(await zip, "zip", { extractDir: "/app" });
-  py.runPython("import sys; sys.path.insert(0, '/app')");
+  if (!snapshot) py.runPython("import sys; sys.path.insert(0, '/app')");
   state.timings.unpacked_ms = performance.now();
   web = py.pyimport("vrambudget_web");
   state.timings.imported_ms = performance.now();

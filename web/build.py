@@ -11,6 +11,13 @@ nothing from anywhere else:
                                         profiles.bundled_dir finds them in a wheel), the page's Python side
                                         (vrambudget_web.py) and tabulate (the CLI's text renderer's one dependency,
                                         copied from this environment's install); unpacked into Pyodide's file system
+    snapshot-<hash>.bin.gz              Pyodide's memory with that package imported and one answer given, made with
+                                        Node.js (web/snapshot.mjs): the page restores it instead of booting Python
+                                        (without Node.js the build leaves it out and the page boots as before)
+
+Pyodide 314.0.7 restores a snapshot into memory it does not grow first (its loader's INITIAL_MEMORY is not read by
+this build's wasm, which defines its own memory): the build patches that one statement of pyodide.asm.mjs to grow
+the memory to the snapshot's size (SNAPSHOT_PATCH), after the tarball's integrity check.
 
 The npm tarball is fetched once with `npm pack` into a cache folder (--cache, default web/.cache); after that the
 build runs offline. `--pyodide-tgz FILE` uses a tarball you fetched yourself (checked against the same hash).
@@ -36,6 +43,11 @@ PYODIDE_INTEGRITY = "sha512-0YvXxEhfEdpLfb/XkM2BFAeMROq0iMUX2bzzH9pOttyMcWkwq+Hb
 # What the page needs from the package (the rest: type declarations, source maps, demo consoles).
 PYODIDE_FILES = ("pyodide.mjs", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json",
                  "package.json")
+
+# restoreSnapshot's copy into the heap, and the same with the memory grown to the snapshot's size first
+SNAPSHOT_PATCH = ("let s=(new TextDecoder).decode(i),l=JSON.parse(s);return Module.HEAP8.set(t),l}",
+                  "let s=(new TextDecoder).decode(i),l=JSON.parse(s);if(t.length>Module.HEAP8.length)"
+                  "{Module.growMemory(t.length)}return Module.HEAP8.set(t),l}")
 
 WEB = Path(__file__).resolve().parent
 REPO = WEB.parent
@@ -128,6 +140,33 @@ def app_zip() -> tuple[bytes, dict[str, str]]:
     return buf.getvalue(), {"files": str(len(files)), "tabulate": metadata.version("tabulate")}
 
 
+def patch_snapshot_restore(pyodide: Path) -> None:
+    """Let Pyodide's restoreSnapshot grow the wasm memory first (SNAPSHOT_PATCH): one exact statement, or refuse."""
+    asm = pyodide / "pyodide.asm.mjs"
+    text = asm.read_text(encoding="utf-8")
+    old, new = SNAPSHOT_PATCH
+    if text.count(old) != 1:
+        raise BuildError(f"{asm}: restoreSnapshot is not the statement the snapshot patch expects (Pyodide changed?)")
+    asm.write_text(text.replace(old, new), encoding="utf-8")
+
+
+def memory_snapshot(dist: Path, zname: str) -> str | None:
+    """The page's Pyodide snapshot (web/snapshot.mjs), named by its content; None where Node.js is not here."""
+    node = shutil.which("node")
+    if node is None:
+        print("note: no Node.js here: the page is built without its memory snapshot (it boots Python on load)",
+              file=sys.stderr)
+        return None
+    tmp = dist / "snapshot.tmp"
+    r = subprocess.run([node, str(WEB / "snapshot.mjs"), str(dist), zname, str(tmp)], capture_output=True, text=True,
+                       timeout=600)
+    if r.returncode != 0 or not tmp.is_file():
+        raise BuildError("the memory snapshot failed: " + (r.stderr.strip().splitlines() or ["no output"])[-1])
+    name = f"snapshot-{hashlib.sha256(tmp.read_bytes()).hexdigest()[:12]}.bin.gz"
+    tmp.rename(dist / name)
+    return name
+
+
 def git_commit() -> str | None:
     try:
         r = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short=12", "HEAD"], capture_output=True,
@@ -139,7 +178,7 @@ def git_commit() -> str | None:
     return (r.stdout.strip() + ("+dirty" if dirty else "")) if r.returncode == 0 and r.stdout.strip() else None
 
 
-def build(out: Path, cache: Path, tgz: Path | None = None) -> Path:
+def build(out: Path, cache: Path, tgz: Path | None = None, snapshot: bool = True) -> Path:
     out = out.resolve()
     if out == WEB or out == REPO or out in WEB.parents:
         raise BuildError(f"--out {out}: give a folder of its own (it is replaced)")
@@ -152,10 +191,11 @@ def build(out: Path, cache: Path, tgz: Path | None = None) -> Path:
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     extract_pyodide(tar, tmp / "pyodide")
+    patch_snapshot_restore(tmp / "pyodide")
     zname = f"app-{hashlib.sha256(zdata).hexdigest()[:12]}.zip"  # a new name per content: no stale cache
     (tmp / zname).write_bytes(zdata)
     info = {"app_zip": zname, "pyodide": PYODIDE_VERSION, "vrambudget": __version__, "commit": git_commit(),
-            "tabulate": zinfo["tabulate"]}
+            "tabulate": zinfo["tabulate"], "snapshot": memory_snapshot(tmp, zname) if snapshot else None}
     html = (WEB / "index.html").read_text(encoding="utf-8")
     marker = '<script id="build-info" type="application/json">{}</script>'
     if marker not in html:
@@ -177,9 +217,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cache", type=Path, default=WEB / ".cache", help="where the npm tarball is kept "
                     "(default web/.cache)")
     ap.add_argument("--pyodide-tgz", type=Path, help=f"pyodide-{PYODIDE_VERSION}.tgz fetched elsewhere")
+    ap.add_argument("--no-snapshot", action="store_true", help="leave the memory snapshot out (the page then boots "
+                    "Python on load)")
     a = ap.parse_args(argv)
     try:
-        out = build(a.out, a.cache, a.pyodide_tgz)
+        out = build(a.out, a.cache, a.pyodide_tgz, snapshot=not a.no_snapshot)
     except BuildError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
