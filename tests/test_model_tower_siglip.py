@@ -1,7 +1,8 @@
 """Gemma 3's SigLIP tower on vLLM 0.33.0 (towers/siglip.py): its weights, the encoder profiling batch and peak
 traced in vLLM's source, and the PIECEWISE-only graphs of the prefix-LM backend, against real startups with the
 tower (lab-vllm-0.33.0-h100/vision: 4B and 27B at serve defaults; lab-vllm-0.33.0-h200/vision: 4B at 16,384
-batched tokens, predicted before it ran) and without it (--language-model-only)."""
+batched tokens, where the tower's own peak decides: the trace was written after this log was read) and without it
+(--language-model-only)."""
 
 from pathlib import Path
 
@@ -51,7 +52,8 @@ def test_the_profiling_batch_is_the_encoder_budget_in_images():
                                                    (H200 / "g3-4b-t16k.log", 6.74, 0.02)])
 def test_startups_with_the_tower(path, activation, bound):
     """At 8,192 tokens the language model's peak + the held embeddings decides (4B: 3.55 without the tower); at
-    16,384 the tower's own forward does (64 images: 6.45 GiB of blocks + 0.29 of pixels), predicted before the run.
+    16,384 the tower's own forward does (64 images: 6.45 GiB of blocks + 0.29 of pixels; traced in the source after
+    the log was read, not held out).
     The encoder runner's inputs_embeds buffer (tokens x hidden) is kept: non-torch + kept within 0.03. The 27B's
     text model loads 0.09 GiB more than modelled with or without the tower (vision/g3-27b-lmo): +0.11 of KV."""
     rows = _rows(path)
