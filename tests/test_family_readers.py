@@ -174,23 +174,41 @@ def test_models_lists_the_families_with_their_evidence():
     assert all(f["evidence"] and f["architectures"] for f in fams)
 
 
-def test_qwen3_vl_plans_its_text_model_and_refuses_its_towers_profile(capsys):
+def test_qwen3_vl_plans_its_text_model_and_its_tower(capsys):
+    """The text model with --language-model-only (the default where the tower is planned); with the tower its weights
+    (three deepstack mergers), the deepstack buffers and its encoder peak traced in vLLM 0.33.0's source: Qwen3-VL-8B
+    at 8,192 and 32,768 batched tokens (the language model's peak + the held embeddings decides, then the tower's);
+    on a version where the trace was not checked the tower is refused in one line."""
     from .cli_run import run
 
-    m = str(Path(__file__).resolve().parent / "fixtures" / "models" / "qwen3-vl-8b-instruct")
-    code, out, _ = run(["predict", "--model", m, "--gpu", "h100", "--language-model-only", "--json"], capsys)
-    assert code == 0 and json.loads(out)["inputs"]["language_model_only"] is True
-    for flags in ([], ["--with-vision"]):  # vLLM loads the tower unless told otherwise: not modelled, refused
-        code, _, err = run(["predict", "--model", m, "--gpu", "h100", *flags], capsys)
-        assert code == 2 and err.count("\n") == 1 and "deepstack vision tower" in err and "--language-model-only" in err
-    # the tower's weights with its three deepstack mergers and the deepstack buffers: 16.63 GiB logged with it
-    from vrambudget.comparison import compare_file
+    fx = Path(__file__).resolve().parent / "fixtures"
+    m = str(fx / "models" / "qwen3-vl-8b-instruct")
+    for flags in ([], ["--language-model-only"]):
+        code, out, _ = run(["predict", "--model", m, "--gpu", "h100", *flags, "--json"], capsys)
+        assert code == 0 and json.loads(out)["inputs"]["language_model_only"] is True
+    code, out, _ = run(["predict", "--model", m, "--gpu", "h100", "--with-vision", "--json"], capsys)
+    assert code == 0 and json.loads(out)["inputs"]["language_model_only"] is False
+    code, _, err = run(["predict", "--model", m, "--gpu", "h100", "--with-vision", "--vllm-version", "0.26.0"], capsys)
+    assert code == 2 and err.count("\n") == 1 and "Qwen3-VL ViT" in err and "--language-model-only" in err
+    for log, activation in (("lab-vllm-0.33.0-h100/vision/q3vl-8b-vis.log", 2.61),
+                            ("lab-vllm-0.33.0-h200/vision/q3vl-8b-t32k.log", 4.33)):
+        rows = {r[0]: r for r in compare_file(fx / log, model=m).rows}
+        assert rows["activation peak"][1] == activation and abs(rows["activation peak"][3]) <= 0.02
+        assert abs(rows["available KV cache"][3]) <= 0.06, rows["available KV cache"]
 
-    log = Path(__file__).resolve().parent / "fixtures" / "lab-vllm-0.33.0-h100" / "vision" / "q3vl-8b-vis.log"
-    from vrambudget.errors import UserError
 
-    with pytest.raises(UserError, match="deepstack"):
-        compare_file(log, model=m)
+def test_qwen2_5_vl_plans_its_tower_and_names_a_profile_it_does_not_model():
+    """Qwen2.5-VL-7B with its tower, profiled with a 14-frame video (458,752 patches): 14.88 GiB of peak (its MLP's
+    tensors, the uint8 pixels and the rope caches, traced in vLLM 0.33.0's source), available KV within 0.15; the
+    startup with --limit-mm-per-prompt '{"video":0}' profiled an image instead, which the tool does not plan."""
+    fx = Path(__file__).resolve().parent / "fixtures"
+    m = str(fx / "models" / "qwen2.5-vl-7b-instruct")
+    a = arch_from_config(json.loads(Path(m, "config.json").read_text()), "q25")
+    assert abs(sum(t.numel for t in a.vision.tensors()) * 2 / GiB - (15.67 - 14.40)) <= 0.02  # with - without
+    rows = {r[0]: r for r in compare_file(fx / "lab-vllm-0.33.0-h100/vision/q25vl-7b-vis.log", model=m).rows}
+    assert abs(rows["activation peak"][3]) <= 0.02 and abs(rows["available KV cache"][3]) <= 0.15
+    with pytest.raises(UserError, match="limit_mm_per_prompt"):
+        compare_file(fx / "lab-vllm-0.33.0-h200/vision/q25vl-7b-img.log", model=m)
 
 
 @pytest.mark.parametrize("log, model, bound", [("q3vl-8b-lmo", "qwen3-vl-8b-instruct", 0.05),

@@ -75,7 +75,7 @@ def test_the_prefix_lm_backend_captures_piecewise_graphs_only():
 
 def test_the_tower_where_its_backend_was_not_measured_is_refused():
     model, gpu = resolve_model(G4B), gpus.lookup("h100")
-    with pytest.raises(UserError, match="measured on vLLM 0.33 only: pass --language-model-only"):
+    with pytest.raises(UserError, match="not on vLLM 0.26: pass --language-model-only or --vllm-version 0.33"):
         resolve(model, gpu, rules_for("0.26.0"), Flags(language_model_only=False))
     resolve(model, gpu, rules_for("0.26.0"), Flags(language_model_only=True))
 

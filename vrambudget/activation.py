@@ -176,6 +176,8 @@ def activation(f: Features, c: Coefficients) -> float:
         act = max(act - max(f.moe_workspace_bytes, 0), 0.0)
     if f.with_encoder:
         act = max(encoder_peak(f, c), act + f.encoder_held_bytes)
+        if f.consumed_budget:  # 0.27+: what the encoder's profiling leaves allocated is among what it consumed
+            act -= f.encoder_kept_bytes
     return act + f.backend_bytes
 
 

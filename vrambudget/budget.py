@@ -155,7 +155,7 @@ def features(d: Deployment, w: WeightBytes | None = None) -> Features:
         graphs = len(pw) + len(full)
         sizes = (len(pw), max(pw), len(full), max(full, default=0))
         second_full = sorted(full)[-2] if len(full) > 1 else 0
-    enc = a.vision.profile(d.max_num_batched_tokens) if d.with_vision and a.vision is not None else None
+    enc = a.vision.profile(d.max_num_batched_tokens, d.max_model_len) if d.with_vision and a.vision is not None else None
     patches = enc.patches if enc else 0
     kept = kept_moe_workspace_bytes(d)
     return Features(
@@ -169,6 +169,7 @@ def features(d: Deployment, w: WeightBytes | None = None) -> Features:
         encoder_patch_mlp=patches * a.vision.intermediate // d.tp if patches else 0,
         encoder_held_bytes=a.vision.held_bytes(enc, a.hidden_size) if enc else 0,
         encoder_forward_bytes=a.vision.forward_bytes(enc, d.tp) if enc else 0, prefix_lm_tower=prefix_lm_tower(d),
+        encoder_kept_bytes=a.vision.kept_bytes(enc) if enc else 0, embeds_tower=bool(enc) and not prefix_lm_tower(d),
         diffkv=a.diffkv, mla_split_bytes_per_seq=mla_split_bytes_per_seq(d, backend), second_full=second_full,
         speculative=d.spec_tokens > 0, sampler_sort=d.rules.sampler == "sort", architecture=d.gpu.architecture or "",
         cudagraph_in_budget=d.rules.cudagraph_estimate_in_budget and (
@@ -338,8 +339,11 @@ def v2_runner_buffers(d: Deployment) -> int:
     # auto-fit lowers it): Qwen3-8B, 256 seqs x 40,960: 0.04 GiB (lab-vllm-0.33.0-h200/graphs/q8-ngram-cold)
     ngram = 4 * r * d.max_model_len if d.rules.ngram_tokens_on_gpu and d.spec_tokens and \
         d.speculative_method == "ngram" else 0
-    embeds = d.max_num_batched_tokens * d.model.arch.hidden_size * dtype_bytes(d.model.arch.dtype) \
-        if d.with_vision and d.pp_first else 0
+    a = d.model.arch
+    embeds = 0
+    if d.with_vision and a.vision is not None and d.pp_first:
+        embeds = d.max_num_batched_tokens * a.hidden_size * dtype_bytes(a.dtype) + a.vision.kept_bytes(
+            a.vision.profile(d.max_num_batched_tokens, d.max_model_len))
     return 4 * r * v + 4 * r * words + 4 * r * q * words + 18_000 * r + 13 * d.max_num_batched_tokens + ngram + embeds
 
 

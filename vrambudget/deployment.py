@@ -450,6 +450,9 @@ def resolve(model: ModelSource, gpu: GPU, rules: VllmRules, flags: Flags) -> Dep
     if a.uses_sparse_mla and not flags.enforce_eager:
         raise UserError(f"{a.name}: sparse MLA under CUDA graphs is not modelled (vLLM 0.33 captures breakable graphs for "
                         "it; its estimate, 8.01 GiB for DeepSeek-V3.2 cut to 4 layers, is not traced): pass --enforce-eager")
+    if not lmo and a.vision is not None and a.vision.traced and a.vision.name not in rules.traced_towers:
+        raise UserError(f"{a.name}: its {a.vision.name} tower's profiling is traced in vLLM 0.33's source and measured "
+                        f"there, not on vLLM {rules.version}: pass --language-model-only or --vllm-version 0.33")
     if not lmo and a.vision is not None and a.vision.prefix_lm and rules.mm_prefix_backend is None:
         raise UserError(f"{a.name}: with its {a.vision.name} tower vLLM {rules.version} picks another attention backend "
                         "(a multimodal prefix LM), measured on vLLM 0.33 only: pass --language-model-only or --vllm-version 0.33")

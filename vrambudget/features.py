@@ -37,7 +37,9 @@ class Features:
     # with the tower: its forward peak over the profiling batch where its kind traces it (towers/; 0: the fitted
     # encoder coefficients stand for it)
     encoder_forward_bytes: int = 0
+    encoder_kept_bytes: int = 0  # what the encoder's profiling leaves allocated (counted as kept, not transient)
     prefix_lm_tower: bool = False  # a multimodal prefix LM with its tower: vLLM's prefix-LM attention backend
+    embeds_tower: bool = False  # any other tower loaded: the language model's graphs take the tower's embeddings
     diffkv: bool = False  # attention whose V head dim differs from K's (vLLM's FLASH_ATTN_DIFFKV backend)
     # MLA on FLASH_ATTN_MLA under FULL graphs: FA3's split-KV buffer a decode sequence holds (32 splits x heads per
     # rank x kv_lora_rank x fp32; 0 elsewhere) and the second-largest FULL batch (graphs.mla_graph_estimate)

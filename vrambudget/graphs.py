@@ -120,18 +120,21 @@ def mla_graph_estimate(f: Features, c: Coefficients) -> tuple[float, float, floa
     return est, est, est + split(largest)
 
 
-def v2_graph_kind(mla: bool, mxfp4: bool, moe: bool, prefix_lm: bool = False, diffkv: bool = False) -> str:
+def v2_graph_kind(mla: bool, mxfp4: bool, moe: bool, prefix_lm: bool = False, diffkv: bool = False,
+                  embeds_tower: bool = False) -> str:
     """The coefficient that scales a kind of model's V2 graph estimate ('' for a dense model): MLA, else MXFP4
     experts, else K and V heads of different dims (FLASH_ATTN_DIFFKV), else an MoE, else a multimodal prefix LM with
-    its tower (its PIECEWISE-only backend)."""
+    its tower (its PIECEWISE-only backend), else a language model fed by a loaded tower's embeddings."""
     return ("cudagraph_v2_mla_factor" if mla else "cudagraph_v2_mxfp4_factor" if mxfp4
             else "cudagraph_v2_diffkv_factor" if diffkv else "cudagraph_v2_moe_factor" if moe
-            else "cudagraph_v2_prefix_lm_factor" if prefix_lm else "")
+            else "cudagraph_v2_prefix_lm_factor" if prefix_lm
+            else "cudagraph_v2_tower_embeds_factor" if embeds_tower else "")
 
 
 def v2_graph_factor(f: Features, c: Coefficients) -> float:
     """The measured ratio of a kind of model's V2 graph estimate to the dense one's (1 where none was measured),
     times a tensor-parallel rank's."""
-    kind = v2_graph_kind(bool(f.mla_heads), bool(f.mxfp4_moe_layers), f.moe, f.prefix_lm_tower, f.diffkv)
+    kind = v2_graph_kind(bool(f.mla_heads), bool(f.mxfp4_moe_layers), f.moe, f.prefix_lm_tower, f.diffkv,
+                         f.embeds_tower)
     factor = c.get(kind, 1.0) if kind else 1.0
     return factor * (c.get("cudagraph_v2_tp_factor", 1.0) if f.tp > 1 else 1.0)

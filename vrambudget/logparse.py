@@ -45,6 +45,8 @@ UNMODELLED_ARGS = {
     "enable_sleep_mode": "sleep mode (CuMem allocator)",
     "runner": "a pooling (embedding) runner",
     "convert": "a converted (pooling) model",
+    "limit_mm_per_prompt": "a multimodal limit per prompt (which items vLLM profiles the vision tower with)",
+    "mm_processor_kwargs": "processor options (the size of the items vLLM profiles the vision tower with)",
 }
 
 

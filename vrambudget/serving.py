@@ -141,7 +141,8 @@ def graph_kind_band(c: Coefficients, d: Deployment, b: Budget) -> Coef:
         return Coef(0.0, low - est, high - est, "MLA's split buffers kept once or twice by the allocator "
                     "(DeepSeek-V3 cut to 5 layers at 32 to 1024 seqs, Kimi K2 cut to 2)")
     a = d.model.arch
-    kind = v2_graph_kind(a.uses_mla, bool(mxfp4_moe_layers(a)), a.moe is not None, prefix_lm_tower(d), a.diffkv)
+    kind = v2_graph_kind(a.uses_mla, bool(mxfp4_moe_layers(a)), a.moe is not None, prefix_lm_tower(d), a.diffkv,
+                         f.embeds_tower)
     item = c.items.get(kind) if kind else None
     if item is None or item.low == item.high or not item.value:
         return Coef(0.0, 0.0, 0.0, "")

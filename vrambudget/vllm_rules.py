@@ -116,6 +116,10 @@ class VllmRules:
     # (lab-vllm-0.33.0-h100/vision/g3-4b-vis: 'setting cudagraph_mode=PIECEWISE'). None: not measured (0.26.0's
     # fallback is another backend), so such a tower is refused on that version.
     mm_prefix_backend: tuple[str, str] | None = None
+    # The vision towers whose encoder peak was traced in this range's source and checked on its startups
+    # (towers/: Tower.traced); such a tower is refused on other versions (0.33.0: SigLIP, the Qwen3-VL and
+    # Qwen2.5-VL ViTs, lab-vllm-0.33.0-h*/vision)
+    traced_towers: tuple[str, ...] = ()
     # Whether sparse MLA (DeepSeek V3.2, GLM-5: the indexer's cache, buffers and workspaces, layers/sparse_mla.py) was
     # read in this range's source and measured: 0.33.0 (lab-vllm-0.33.0-h200/families/dsv32-*, glm5-*); else refused
     sparse_mla: bool = False
@@ -186,6 +190,7 @@ RULES["0.33"] = replace(RULES["0.29"], version="0.33", align_block_multiple_hopp
                         # 4-bit AWQ layers load at their computed size (Qwen3.5-9B-AWQ + MTP 2: 10.56 GiB, 0.26.0: 10.66)
                         int4_group_load_extra_bytes=0.0, mla_workspace_seq_floor=False,
                         mm_prefix_backend=("TRITON_FLASH_ATTN", "NEVER"), sparse_mla=True,
+                        traced_towers=("SigLIP", "Qwen3-VL ViT", "Qwen2.5-VL ViT"),
                         measured="vLLM 0.33.0 startups on H100 and 4x H200 (tests/fixtures/lab-vllm-0.33.0-*)",
                         description="vLLM 0.33.x, the current release (measured: 20 `vllm serve` startups of 0.33.0 on "
                         "H200s, torch 2.14.0)")

@@ -14,7 +14,7 @@ from ..layers.ffn import DenseMLP, MoE
 from ..layers.gdn import GatedDeltaNet
 from ..layers.sliding import SlidingAttention
 from ..model.arch import FULL, LINEAR, SLIDING, ModelArch
-from ..towers.qwen_vit import QwenViT
+from ..towers.qwen_vit import Qwen3VLViT, QwenViT
 from .common import base, config_text, count
 
 # architectures whose vLLM model file drops the gate-up output before down_proj (LlamaMLP in llama.py, which Phi-3
@@ -92,7 +92,7 @@ def _vision(cfg: dict[str, Any]) -> QwenViT | None:
     v = cfg.get("vision_config")
     if not v or "depth" not in v:
         return None
-    return QwenViT(
+    shape = dict(
         depth=int(v["depth"]), hidden=int(v["hidden_size"]), intermediate=int(v["intermediate_size"]),
         out_hidden=int(v.get("out_hidden_size", v["hidden_size"])), patch=int(v.get("patch_size", 16)),
         temporal_patch=int(v.get("temporal_patch_size", 2)), in_channels=int(v.get("in_channels", 3)),
@@ -100,6 +100,9 @@ def _vision(cfg: dict[str, Any]) -> QwenViT | None:
         num_position_embeddings=int(v.get("num_position_embeddings", 0)),
         deepstack=len(v.get("deepstack_visual_indexes") or ()),
     )
+    if shape["deepstack"]:  # Qwen3-VL
+        return Qwen3VLViT(**shape, heads=int(v.get("num_heads", 16)))
+    return QwenViT(**shape)
 
 
 def _gdn(cfg: dict[str, Any], text: dict[str, Any], name: str, hidden: int, model_type: str) -> GatedDeltaNet:

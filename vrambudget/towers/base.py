@@ -42,14 +42,16 @@ class Tower(ABC):
     name: str = ""
     peak_text: str = ""  # how its profiling peak is built, in words (the budget's 'from' column)
     evidence: str = ""  # what its figures rest on, for the answer's list of what is estimated
+    traced: bool = False  # its peak traced in one vLLM's source (vllm_rules.traced_towers): refused elsewhere
+    profiled_modality: str = "image"  # the item vLLM profiles it with at its defaults (the most tokens per item)
 
     @abstractmethod
     def tensors(self) -> Iterator[Tensor]:
         """Its weights as vLLM allocates them (part "vision": never quantized)."""
 
     @abstractmethod
-    def profile(self, max_num_batched_tokens: int) -> EncoderProfile:
-        """The dummy batch of vLLM's encoder profiling."""
+    def profile(self, max_num_batched_tokens: int, max_model_len: int = 0) -> EncoderProfile:
+        """The dummy batch of vLLM's encoder profiling (max_model_len bounds a video's frames; 0: not bounding)."""
 
     @abstractmethod
     def held_bytes(self, p: EncoderProfile, text_hidden: int) -> int:
@@ -62,6 +64,10 @@ class Tower(ABC):
 
     def buffer_bytes(self, max_num_batched_tokens: int, text_hidden: int, dtype_bytes: int) -> int:
         """Buffers the model allocates with the tower at load, beside the weights (0: none)."""
+        return 0
+
+    def kept_bytes(self, p: EncoderProfile) -> int:
+        """What the encoder's profiling leaves allocated after it (bytes; 0: nothing)."""
         return 0
 
     @property

@@ -57,7 +57,7 @@ class QwenViT(Tower):
             yield Tensor(f"visual.deepstack_merger_list.{i}.linear_fc2", merged, self.out_hidden, bias=True,
                          part="vision")
 
-    def profile(self, max_num_batched_tokens: int) -> EncoderProfile:
+    def profile(self, max_num_batched_tokens: int, max_model_len: int = 0) -> EncoderProfile:
         """Maximum-size images of 65,536 patches (16,384 tokens): one while max_num_batched_tokens is below that."""
         patches = MAX_IMAGE_PIXELS // (self.patch * self.patch)
         tokens = patches // (self.spatial_merge ** 2)
@@ -75,3 +75,33 @@ class QwenViT(Tower):
         """Qwen3-VL keeps one max_num_batched_tokens x hidden buffer per deepstack level for the visual features it
         adds to the first layers (vLLM 0.33 qwen3_vl.py deepstack_input_embeds, allocated with the model)."""
         return self.deepstack * max_num_batched_tokens * text_hidden * dtype_bytes
+
+
+@dataclass(frozen=True)
+class Qwen3VLViT(QwenViT):
+    """Qwen3-VL's ViT: Qwen3.5's with deepstack mergers; its forward peak traced in vLLM 0.33.0's source
+    (model_executor/models/qwen3_vl.py) where the Qwen3.5 ViT's is fitted."""
+
+    heads: int = 16
+    name = "Qwen3-VL ViT"
+    peak_text = "patches x (attention's or MLP's tensors + position table + pixels + deepstack features)"
+    evidence = ("Qwen3-VL's ViT: its weights and encoder peak from vLLM 0.33.0's source, checked on two 0.33.0 "
+                "startups with it (Qwen3-VL-8B, one and two profiling images: the language model's peak and the tower's)")
+    traced = True
+
+    def forward_bytes(self, p: EncoderProfile, tp: int) -> int:
+        """The attention's or the MLP's tensors of a block (the larger: the block's input, its normed copy and
+        output, qkv, the contiguous and rotated q / k and the output, or fc1 and the GELU), beside the position
+        table the forward keeps, the pixels (uint8: vLLM normalizes them on the GPU), the rope's cos / sin and the
+        deepstack features already made (a quarter of a patch's out_hidden each); bf16. Qwen3-VL-8B at 32,768
+        batched tokens (two images, 131,072 patches): 4.33 GiB logged (lab-vllm-0.33.0-h200/vision/q3vl-8b-t32k)."""
+        h, i = self.hidden, self.intermediate
+        block = max(2 * (3 * h + 8 * h // tp), 2 * (3 * h + 2 * i // tp))
+        pixels = self.in_channels * self.temporal_patch * self.patch ** 2
+        deepstack = self.deepstack * 2 * self.out_hidden // self.spatial_merge ** 2
+        return p.patches * (block + 2 * h + pixels + 2 * (h // self.heads) + deepstack)
+
+    def held_bytes(self, p: EncoderProfile, text_hidden: int) -> int:
+        """The embeddings with their deepstack features, (1 + levels) x out_hidden a token, bf16; the pixels are
+        freed with the encoder's call (mm/encoder_runner.py)."""
+        return p.tokens * (1 + self.deepstack) * self.out_hidden * 2

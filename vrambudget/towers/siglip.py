@@ -24,6 +24,7 @@ class Siglip(Tower):
     tokens_per_image: int
     in_channels: int = 3
     name = "SigLIP"
+    traced = True
     peak_text = "patches x (4 x width + 2 x MLP width / TP) x 2 B + pixels"
     evidence = ("Gemma 3's SigLIP tower: its weights, encoder peak and the encoder runner's buffer from vLLM 0.33.0's "
                 "source, checked on three 0.33.0 startups with it (available KV -0.01 to +0.11 GiB; the 27B's +0.11 is "
@@ -54,7 +55,7 @@ class Siglip(Tower):
         yield Tensor("multi_modal_projector.mm_input_projection_weight", h, self.text_hidden, linear=False,
                      part="vision")
 
-    def profile(self, max_num_batched_tokens: int) -> EncoderProfile:
+    def profile(self, max_num_batched_tokens: int, max_model_len: int = 0) -> EncoderProfile:
         """Images of `tokens_per_image` tokens (pan and scan off, vLLM's default: one crop), each of the full patch
         grid: at 8,192 batched tokens 32 images of 4,096 patches."""
         items = profile_items(max_num_batched_tokens, self.tokens_per_image)
