@@ -29,6 +29,18 @@ class EncoderProfile:
         return self.items * self.tokens_per_item
 
 
+def vit_block(prefix: str, hidden: int, mlp_width: int, norm_values: int, names: tuple[str, ...]) -> Iterator[Tensor]:
+    """One pre-norm ViT block as vLLM builds it (part "vision"): its norms' values, the fused qkv and the output
+    projection with biases, and an MLP of `mlp_width` (a gated one's gate and up together) back to hidden, biases too;
+    `names` = (norms, qkv, proj, MLP in, MLP out) as the tower's module names them."""
+    norms, qkv, proj, mlp_in, mlp_out = (f"{prefix}.{n}" for n in names)
+    yield Tensor(norms, norm_values, 1, linear=False, part="vision")
+    yield Tensor(qkv, hidden, 3 * hidden, bias=True, part="vision")
+    yield Tensor(proj, hidden, hidden, bias=True, part="vision")
+    yield Tensor(mlp_in, hidden, mlp_width, bias=True, part="vision")
+    yield Tensor(mlp_out, mlp_width // (2 if mlp_in.endswith("gate_up_proj") else 1), hidden, bias=True, part="vision")
+
+
 def profile_items(max_num_batched_tokens: int, tokens_per_item: int) -> int:
     """Items of the dummy batch: the encoder budget (max(max_num_batched_tokens, one item's tokens),
     v1/core/encoder_cache_manager.py) over one item's tokens (multimodal/encoder_budget.py; with vLLM's default

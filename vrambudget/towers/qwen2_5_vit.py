@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ..layers.base import Tensor
-from .base import EncoderProfile, Tower, profile_items
+from .base import EncoderProfile, Tower, profile_items, vit_block
 
 IMAGE_TOKENS = 16_384  # the dummy image: max_pixels 12,845,056 // 28^2 patches of 2 x 2, factorised 128 x 128
 VIDEO_MAX_FRAMES = 14  # _MAX_FRAMES_PER_VIDEO
@@ -41,12 +41,8 @@ class Qwen25ViT(Tower):
         yield Tensor("visual.patch_embed", self.in_channels * self.temporal_patch * self.patch ** 2, h, linear=False,
                      part="vision")
         for n in range(self.depth):
-            b = f"visual.blocks.{n}"
-            yield Tensor(f"{b}.norms", 2 * h, 1, linear=False, part="vision")
-            yield Tensor(f"{b}.attn.qkv", h, 3 * h, bias=True, part="vision")
-            yield Tensor(f"{b}.attn.proj", h, h, bias=True, part="vision")
-            yield Tensor(f"{b}.mlp.gate_up_proj", h, 2 * i, bias=True, part="vision")
-            yield Tensor(f"{b}.mlp.down_proj", i, h, bias=True, part="vision")
+            yield from vit_block(f"visual.blocks.{n}", h, 2 * i, 2 * h,
+                                 ("norms", "attn.qkv", "attn.proj", "mlp.gate_up_proj", "mlp.down_proj"))
         merged = h * self.spatial_merge ** 2
         yield Tensor("visual.merger.ln_q", h, 1, linear=False, part="vision")
         yield Tensor("visual.merger.mlp.0", merged, merged, bias=True, part="vision")

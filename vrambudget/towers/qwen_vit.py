@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ..layers.base import Tensor
-from .base import EncoderProfile, Tower, profile_items
+from .base import EncoderProfile, Tower, profile_items, vit_block
 
 # Qwen3.5 / Qwen3.6 image processor default (public preprocessor_config.json): longest edge 16,777,216 pixels,
 # 16-pixel patches merged 2 x 2, so vLLM profiles the encoder with images of 65,536 patches (16,384 tokens)
@@ -41,12 +41,8 @@ class QwenViT(Tower):
                      bias=True, linear=False, part="vision")
         yield Tensor("visual.pos_embed", self.num_position_embeddings, h, linear=False, part="vision")
         for i in range(self.depth):
-            b = f"visual.blocks.{i}"
-            yield Tensor(f"{b}.norms", 4 * h, 1, linear=False, part="vision")
-            yield Tensor(f"{b}.attn.qkv", h, 3 * h, bias=True, part="vision")
-            yield Tensor(f"{b}.attn.proj", h, h, bias=True, part="vision")
-            yield Tensor(f"{b}.mlp.linear_fc1", h, self.intermediate, bias=True, part="vision")
-            yield Tensor(f"{b}.mlp.linear_fc2", self.intermediate, h, bias=True, part="vision")
+            yield from vit_block(f"visual.blocks.{i}", h, self.intermediate, 4 * h,
+                                 ("norms", "attn.qkv", "attn.proj", "mlp.linear_fc1", "mlp.linear_fc2"))
         merged = h * self.spatial_merge ** 2
         yield Tensor("visual.merger.norm", 2 * h, 1, linear=False, part="vision")
         yield Tensor("visual.merger.linear_fc1", merged, merged, bias=True, part="vision")

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ..layers.base import Tensor
-from .base import EncoderProfile, Tower, profile_items
+from .base import EncoderProfile, Tower, profile_items, vit_block
 
 
 @dataclass(frozen=True)
@@ -44,12 +44,8 @@ class Siglip(Tower):
         yield Tensor("vision_tower.embeddings.position_embedding", self.patches_per_image, h, linear=False,
                      part="vision")
         for n in range(self.depth):
-            b = f"vision_tower.encoder.layers.{n}"
-            yield Tensor(f"{b}.layer_norms", 4 * h, 1, linear=False, part="vision")
-            yield Tensor(f"{b}.self_attn.qkv_proj", h, 3 * h, bias=True, part="vision")
-            yield Tensor(f"{b}.self_attn.out_proj", h, h, bias=True, part="vision")
-            yield Tensor(f"{b}.mlp.fc1", h, i, bias=True, part="vision")
-            yield Tensor(f"{b}.mlp.fc2", i, h, bias=True, part="vision")
+            yield from vit_block(f"vision_tower.encoder.layers.{n}", h, i, 4 * h,
+                                 ("layer_norms", "self_attn.qkv_proj", "self_attn.out_proj", "mlp.fc1", "mlp.fc2"))
         yield Tensor("vision_tower.post_layernorm", 2 * h, 1, linear=False, part="vision")
         yield Tensor("multi_modal_projector.mm_soft_emb_norm", h, 1, linear=False, part="vision")
         yield Tensor("multi_modal_projector.mm_input_projection_weight", h, self.text_hidden, linear=False,
