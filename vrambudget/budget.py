@@ -155,7 +155,7 @@ def features(d: Deployment, w: WeightBytes | None = None) -> Features:
         graphs = len(pw) + len(full)
         sizes = (len(pw), max(pw), len(full), max(full, default=0))
         second_full = sorted(full)[-2] if len(full) > 1 else 0
-    enc = a.vision.profile(d.max_num_batched_tokens, d.max_model_len) if d.with_vision and a.vision is not None else None
+    enc = a.vision.profile(d.max_num_batched_tokens, d.max_model_len, d.mm_off) if d.with_vision and a.vision else None
     patches = enc.patches if enc else 0
     kept = kept_moe_workspace_bytes(d)
     return Features(
@@ -343,7 +343,7 @@ def v2_runner_buffers(d: Deployment) -> int:
     embeds = 0
     if d.with_vision and a.vision is not None and d.pp_first:
         embeds = d.max_num_batched_tokens * a.hidden_size * dtype_bytes(a.dtype) + a.vision.kept_bytes(
-            a.vision.profile(d.max_num_batched_tokens, d.max_model_len))
+            a.vision.profile(d.max_num_batched_tokens, d.max_model_len, d.mm_off))
     return 4 * r * v + 4 * r * words + 4 * r * q * words + 18_000 * r + 13 * d.max_num_batched_tokens + ngram + embeds
 
 

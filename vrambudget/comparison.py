@@ -95,16 +95,9 @@ def deployment_from_log(facts: LogFacts, model: str | None = None, gpu: GPU | No
     if facts.sampler == "flashinfer" and rules.sampler == "sort":  # 0.10.0-0.11.0 with FlashInfer installed
         rules = replace(rules, sampler="kernel")
     d = resolve(src, gpu_from_log(facts, gpu), rules, flags)
-    # a limit of 0 on the modality vLLM profiles the tower with makes it profile another (a limit above 0 leaves the
-    # batch as the encoder budget sets it, one item a request at most)
-    limits = facts.args.get("limit_mm_per_prompt")
-    limit = limits.get(d.model.arch.vision.profiled_modality) if isinstance(limits, dict) and d.model.arch.vision \
-        else None
-    shaped = (["mm_processor_kwargs"] if facts.args.get("mm_processor_kwargs") not in (None, {}, "") else []) + (
-        ["limit_mm_per_prompt"] if (limit.get("count") if isinstance(limit, dict) else limit) == 0 else [])
-    if d.with_vision and shaped:
-        raise UserError(f"the log sets {', '.join(shaped)}, which changes the items vLLM profiles the vision tower "
-                        "with; not modelled (the tower's profile is planned at vLLM's defaults)")
+    if d.with_vision and facts.args.get("mm_processor_kwargs") not in (None, {}, ""):
+        raise UserError("the log sets mm_processor_kwargs, which changes the items vLLM profiles the vision tower "
+                        "with; not modelled (the tower's profile is planned at the processor's defaults)")
     try:
         pp, dp = int(facts.args.get("pipeline_parallel_size", 1)), int(facts.args.get("data_parallel_size", 1))
     except (TypeError, ValueError):

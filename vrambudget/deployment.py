@@ -57,6 +57,8 @@ class Flags:
     # "fresh": nothing was
     # (the first boot on this machine or after an upgrade: Triton kernels JIT-compile inside the profile too)
     language_model_only: bool | None = None  # None: on for multimodal checkpoints
+    # vLLM's --limit-mm-per-prompt as (modality, items) pairs; () its default (999 of each)
+    limit_mm_per_prompt: tuple[tuple[str, int], ...] = ()
     other_gpu_bytes: int = 0  # memory other processes hold on the GPU
     free_at_start_bytes: int | None = None  # the free memory vLLM sees at start, where known (its log's "Free memory on
     # device (X/Y GiB)"; a simulated card's): replaces total - CUDA context - other processes
@@ -194,6 +196,12 @@ class Deployment:
     draft_model: str | None = None  # a local drafter's folder, absolute, as the speculative config names it
     prompt_lookup_min: int | None = None  # ngram's n-gram lengths where given (Flags)
     prompt_lookup_max: int | None = None
+    mm_limits: tuple[tuple[str, int], ...] = ()  # --limit-mm-per-prompt as given (Flags.limit_mm_per_prompt)
+
+    @property
+    def mm_off(self) -> frozenset[str]:
+        """The modalities --limit-mm-per-prompt turns off (a limit of 0): vLLM profiles the tower without them."""
+        return frozenset(m for m, n in self.mm_limits if n == 0)
 
     @property
     def mla_fp8_ds(self) -> bool:
@@ -289,6 +297,8 @@ class Deployment:
             args += ["--data-parallel-size", str(self.dp)]
         if (self.model.arch.is_multimodal or self.model.arch.extras.tower_unmodelled) and self.language_model_only:
             args.append("--language-model-only")
+        elif self.mm_limits:
+            args += ["--limit-mm-per-prompt", json.dumps(dict(self.mm_limits), separators=(",", ":"))]
         if self.attention_backend:
             args += ["--attention-backend", self.attention_backend]
         if self.gdn_prefill_backend and self.model.arch.gdn is not None:
@@ -324,6 +334,7 @@ class Deployment:
             "language_model_only": self.language_model_only, "other_gpu_bytes": self.other_gpu_bytes,
             "free_at_start_bytes": self.free_at_start_bytes, "expandable_segments": self.expandable_segments,
             "flashinfer_workspace_bytes": self.flashinfer_workspace_bytes,
+            **({"limit_mm_per_prompt": dict(self.mm_limits)} if self.mm_limits else {}),
         }
 
     def with_(self, **changes: Any) -> "Deployment":
@@ -441,6 +452,12 @@ def resolve(model: ModelSource, gpu: GPU, rules: VllmRules, flags: Flags) -> Dep
     # vLLM's own default, loading it, which is refused below until --language-model-only is given
     lmo = (a.is_multimodal and not a.extras.tower_unmodelled) if flags.language_model_only is None \
         else flags.language_model_only
+    off = {m for m, n in flags.limit_mm_per_prompt if n == 0}
+    if a.vision is not None and set(a.vision.modalities) <= off:
+        lmo = True  # every modality of the tower at 0: vLLM skips it as --language-model-only does
+    elif not lmo and a.vision is not None and a.vision.profiled_modality in off and not a.vision.profiles_without(off):
+        raise UserError(f"{a.name}: --limit-mm-per-prompt turns off the {a.vision.profiled_modality} vLLM profiles its "
+                        f"{a.vision.name} tower with; its profile with the other items is not modelled")
     if a.extras.tower_unmodelled and not lmo:
         raise UserError(f"{a.name}: {a.extras.tower_unmodelled} is not modelled, and vLLM loads it unless told otherwise: "
                         "pass --language-model-only to plan the text model (vLLM then serves text only)")
@@ -470,4 +487,5 @@ def resolve(model: ModelSource, gpu: GPU, rules: VllmRules, flags: Flags) -> Dep
                       flashinfer_workspace_bytes=flags.flashinfer_workspace_bytes, dtype_flag=flags.dtype.lower(),
                       lora=flags.lora, max_num_seqs_given=flags.max_num_seqs is not None,
                       gdn_prefill_backend=flags.gdn_prefill_backend, draft_model=draft_ref,
-                      prompt_lookup_min=flags.prompt_lookup_min, prompt_lookup_max=flags.prompt_lookup_max)
+                      prompt_lookup_min=flags.prompt_lookup_min, prompt_lookup_max=flags.prompt_lookup_max,
+                      mm_limits=flags.limit_mm_per_prompt)

@@ -45,7 +45,6 @@ UNMODELLED_ARGS = {
     "enable_sleep_mode": "sleep mode (CuMem allocator)",
     "runner": "a pooling (embedding) runner",
     "convert": "a converted (pooling) model",
-    "limit_mm_per_prompt": "a multimodal limit per prompt (which items vLLM profiles the vision tower with)",
     "mm_processor_kwargs": "processor options (the size of the items vLLM profiles the vision tower with)",
 }
 
@@ -620,6 +619,18 @@ def worker_budgets(text: str) -> list[WorkerBudget]:
     return sorted(out.values(), key=lambda w: (w.dp, w.pp, w.tp))
 
 
+def mm_limits(limits: dict[str, Any]) -> tuple[tuple[str, int], ...]:
+    """vLLM's --limit-mm-per-prompt ({"video": 0} or {"image": {"count": 2, ...}}) as (modality, items) pairs."""
+    out = []
+    for modality, v in sorted(limits.items()):
+        n = v.get("count") if isinstance(v, dict) else v
+        if not isinstance(modality, str) or isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise UserError(f"--limit-mm-per-prompt: {modality!r} must be a number of items, 0 or more (or "
+                            '{"count": N}), e.g. \'{"video": 0}\'')
+        out.append((modality, n))
+    return tuple(out)
+
+
 def flags_from_args(args: dict[str, Any]) -> dict[str, Any]:
     """vLLM's non-default args -> the keyword arguments of `deployment.Flags` (what the log states); a value of
     the wrong type (an edited or damaged log) is a one-line error naming it."""
@@ -681,4 +692,7 @@ def _flags_from_args(args: dict[str, Any]) -> dict[str, Any]:
                                 bool(args.get("fully_sharded_loras", LoraSlots.fully_sharded)))
     # vLLM loads a multimodal checkpoint's tower unless told otherwise (the tool's own default is the reverse)
     out["language_model_only"] = bool(args.get("language_model_only", False))
+    limits = args.get("limit_mm_per_prompt")
+    if isinstance(limits, dict) and limits:
+        out["limit_mm_per_prompt"] = mm_limits(limits)
     return out

@@ -35,6 +35,7 @@ class DeploymentOptions:
     tensor_parallel_size: int = 1
     compile_cache: str = "cold"
     language_model_only: Optional[bool] = None
+    limit_mm_per_prompt: Optional[str] = None
     vllm_version: Optional[str] = None
     other_gpu_usage: Optional[str] = None
     attention_backend: Optional[str] = None
@@ -112,6 +113,9 @@ OPTIONS: dict[str, Opt] = {o.name: o for o in (
         "boot on this machine or after an upgrade.", panel=P),
     Opt("language_model_only", ("--language-model-only",), bool, None, "Skip the vision tower of a multimodal "
         "checkpoint (default: on).", off="--with-vision", panel=P),
+    Opt("limit_mm_per_prompt", ("--limit-mm-per-prompt",), str, None, "vLLM's items a prompt may hold, as JSON, e.g. "
+        "'{\"video\": 0}': a modality at 0 is not profiled (Qwen2.5-VL then profiles its tower with an image, not a "
+        "video); every one at 0 is --language-model-only.", panel=P),
     Opt("vllm_version", ("--vllm-version",), str, None, "The vLLM you run, e.g. 0.20.2 (0.20.x and 0.26.x "
         "measured, 0.33.x too; 0.10-0.19 planned as 0.19 with 0.20's coefficients; 0.27-0.32 from source; others with the "
         "nearest older rules and a warning). "
@@ -299,11 +303,31 @@ def _flags(o: DeploymentOptions):
                   max_num_batched_tokens=o.max_num_batched_tokens, max_model_len=mml,
                   enable_prefix_caching=o.enable_prefix_caching, tensor_parallel_size=o.tensor_parallel_size,
                   compile_cache=o.compile_cache, language_model_only=o.language_model_only,
+                  limit_mm_per_prompt=_limits(o.limit_mm_per_prompt),
                   other_gpu_bytes=parse_size(o.other_gpu_usage, "--other-gpu-usage") if o.other_gpu_usage else 0,
                   attention_backend=backend, gdn_prefill_backend=gdn, draft_model=draft, lora=lora,
                   free_at_start_bytes=parse_size(o.free_memory, "--free-memory") if o.free_memory else None,
                   **lookup)
     return replace(flags, **environment())
+
+
+def _limits(text: str | None) -> tuple[tuple[str, int], ...]:
+    """--limit-mm-per-prompt's JSON as (modality, items) pairs (vLLM's own format; a bad one: one line)."""
+    if not text:
+        return ()
+    import json
+
+    from ..errors import UserError
+    from ..logparse import mm_limits
+
+    try:
+        limits = json.loads(text)
+    except json.JSONDecodeError:
+        limits = None
+    if not isinstance(limits, dict):
+        raise UserError(f"--limit-mm-per-prompt {text!r}: give a JSON object of items per modality, e.g. "
+                        '\'{"video": 0}\'')
+    return mm_limits(limits)
 
 
 def _cards(o: DeploymentOptions, flags) -> tuple:

@@ -56,14 +56,21 @@ class Tower(ABC):
     evidence: str = ""  # what its figures rest on, for the answer's list of what is estimated
     traced: bool = False  # its peak traced in one vLLM's source (vllm_rules.traced_towers): refused elsewhere
     profiled_modality: str = "image"  # the item vLLM profiles it with at its defaults (the most tokens per item)
+    modalities: tuple[str, ...] = ("image",)  # the items it embeds (all at 0 in --limit-mm-per-prompt: not loaded)
 
     @abstractmethod
     def tensors(self) -> Iterator[Tensor]:
         """Its weights as vLLM allocates them (part "vision": never quantized)."""
 
     @abstractmethod
-    def profile(self, max_num_batched_tokens: int, max_model_len: int = 0) -> EncoderProfile:
-        """The dummy batch of vLLM's encoder profiling (max_model_len bounds a video's frames; 0: not bounding)."""
+    def profile(self, max_num_batched_tokens: int, max_model_len: int = 0,
+                off: frozenset[str] = frozenset()) -> EncoderProfile:
+        """The dummy batch of vLLM's encoder profiling (max_model_len bounds a video's frames; 0: not bounding), without
+        the modalities `off` (--limit-mm-per-prompt at 0: only where profiles_without says it is modelled)."""
+
+    def profiles_without(self, off: frozenset[str]) -> bool:
+        """Whether its profile without the modalities `off` is modelled (its default item's is)."""
+        return self.profiled_modality not in off
 
     @abstractmethod
     def held_bytes(self, p: EncoderProfile, text_hidden: int) -> int:

@@ -29,6 +29,7 @@ class Qwen25ViT(Tower):
     in_channels: int = 3
     name = "Qwen2.5-VL ViT"
     profiled_modality = "video"
+    modalities = ("image", "video")
     peak_text = "patches x (the MLP's tensors + pixels + rope caches)"
     evidence = ("Qwen2.5-VL's ViT: its weights and encoder peak from vLLM 0.33.0's source, checked on two 0.33.0 "
                 "startups with it (Qwen2.5-VL-7B profiled with a 14-frame video, 14.88 GiB, and with one image)")
@@ -48,13 +49,20 @@ class Qwen25ViT(Tower):
         yield Tensor("visual.merger.mlp.0", merged, merged, bias=True, part="vision")
         yield Tensor("visual.merger.mlp.2", merged, self.out_hidden, bias=True, part="vision")
 
-    def profile(self, max_num_batched_tokens: int, max_model_len: int = 0) -> EncoderProfile:
+    def profile(self, max_num_batched_tokens: int, max_model_len: int = 0,
+                off: frozenset[str] = frozenset()) -> EncoderProfile:
         """A video of the most frames whose tokens fit max_model_len (pairs of frames of 16,384 tokens, at most 14
-        frames: 114,688 tokens at 128,000), which outweighs the 16,384-token image where it has two frames or more."""
-        pairs = min(VIDEO_MAX_FRAMES // self.temporal_patch, (max_model_len or 2**31) // IMAGE_TOKENS)
+        frames: 114,688 tokens at 128,000), which outweighs the 16,384-token image where it has two frames or more;
+        with videos off (--limit-mm-per-prompt '{"video": 0}') the image (Qwen2.5-VL-7B: 2.21 GiB of peak where the
+        video gave 14.88, lab-vllm-0.33.0-h200/vision/q25vl-7b-img)."""
+        pairs = 1 if "video" in off else min(VIDEO_MAX_FRAMES // self.temporal_patch,
+                                              (max_model_len or 2**31) // IMAGE_TOKENS)
         tokens = max(pairs, 1) * IMAGE_TOKENS
         items = profile_items(max_num_batched_tokens, tokens)
         return EncoderProfile(items, tokens, items * tokens * self.spatial_merge ** 2)
+
+    def profiles_without(self, off: frozenset[str]) -> bool:
+        return "image" not in off
 
     def forward_bytes(self, p: EncoderProfile, tp: int) -> int:
         """A block's MLP: its input, the attention's output, the fused norm's output and residual, gate_up, the

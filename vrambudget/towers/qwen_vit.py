@@ -30,6 +30,7 @@ class QwenViT(Tower):
     num_position_embeddings: int
     deepstack: int = 0  # Qwen3-VL's deepstack mergers (len(deepstack_visual_indexes)): a patch merger each
     name = "Qwen3.5 ViT"
+    modalities = ("image", "video")
     peak_text = "patches x (width + MLP width / TP)"
     evidence = ("vision encoder profiling peak (measured on Qwen3.5 0.8B and 9B towers, vLLM 0.20.2 and 0.26.0, an "
                 "H100, and its split over TP ranks on the 27B's tower at TP 2, vLLM 0.26.0, two H200s; maximum image "
@@ -53,7 +54,8 @@ class QwenViT(Tower):
             yield Tensor(f"visual.deepstack_merger_list.{i}.linear_fc2", merged, self.out_hidden, bias=True,
                          part="vision")
 
-    def profile(self, max_num_batched_tokens: int, max_model_len: int = 0) -> EncoderProfile:
+    def profile(self, max_num_batched_tokens: int, max_model_len: int = 0,
+                off: frozenset[str] = frozenset()) -> EncoderProfile:
         """Maximum-size images of 65,536 patches (16,384 tokens): one while max_num_batched_tokens is below that."""
         patches = MAX_IMAGE_PIXELS // (self.patch * self.patch)
         tokens = patches // (self.spatial_merge ** 2)

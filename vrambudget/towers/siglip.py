@@ -51,7 +51,8 @@ class Siglip(Tower):
         yield Tensor("multi_modal_projector.mm_input_projection_weight", h, self.text_hidden, linear=False,
                      part="vision")
 
-    def profile(self, max_num_batched_tokens: int, max_model_len: int = 0) -> EncoderProfile:
+    def profile(self, max_num_batched_tokens: int, max_model_len: int = 0,
+                off: frozenset[str] = frozenset()) -> EncoderProfile:
         """Images of `tokens_per_image` tokens (pan and scan off, vLLM's default: one crop), each of the full patch
         grid: at 8,192 batched tokens 32 images of 4,096 patches."""
         items = profile_items(max_num_batched_tokens, self.tokens_per_image)
