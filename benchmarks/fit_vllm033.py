@@ -141,6 +141,7 @@ def main() -> None:
         print(f"  {k:6} {n:30} logged {e / GiB:.2f} GiB, the dense estimate {dense / GiB:.2f}: ratio {e / dense:.3f}")
 
     mla_graphs()
+    sparse_mla_graphs()
 
 
 FIT = ("dsv3-s64.log", "dsv3-t8k-mml4k.log", "dsv3-s512.log", "dsv3-d-cold.log")
@@ -187,6 +188,24 @@ def mla_graphs() -> None:
         est, low, high = mla_graph_estimate(feats, C())
         print(f"    {name:24} logged {logged / GiB:.3f} estimate {est / GiB:.3f} (band {low / GiB:.3f} .. {high / GiB:.3f}) "
               f"residual {(est - logged) / GiB:+.3f} GiB")
+
+
+def sparse_mla_graphs() -> None:
+    """Sparse MLA (graphs.sparse_mla_graph_estimate): the base = the logged estimate less the decode buffers of the two
+    largest FULL batches and (N_FULL - 1) MiB, its mean over the three graph-mode startups (all in sample)."""
+    print("== sparse MLA's V2 graph estimate: base beside the per-sequence decode buffers")
+    models = {"dsv32-d.log": "lab-deepseek-v3.2-4l", "dsv32-fp8.log": "lab-deepseek-v3.2-4l", "glm5-d.log": "lab-glm-5-4l"}
+    bases = []
+    for name, model in models.items():
+        facts = parse_log((LAB / "families" / name).read_text())
+        feats = features(deployment_from_log(facts, f"tests/fixtures/models/{model}"))
+        _, _, n_full, largest = feats.graph_sizes
+        bases.append(facts.cudagraph_estimate_gib * GiB - feats.sparse_mla_bytes_per_seq * (largest + feats.second_full)
+                     - (n_full - 1) * MiB)
+        print(f"  {name:16} logged {facts.cudagraph_estimate_gib:.2f} GiB, base {bases[-1]:.0f} B")
+    mean = statistics.mean(bases)
+    print(f"  base {mean:.0f} B ({mean / GiB:.3f} GiB), residuals "
+          + ", ".join(f"{(mean - b) / GiB:+.3f}" for b in bases) + " GiB")
 
 
 if __name__ == "__main__":

@@ -10,7 +10,6 @@ from vrambudget.budget import features
 
 from vrambudget.graphs import cudagraph_sizes
 from vrambudget.comparison import compare_file, deployment_from_log
-from vrambudget.errors import UserError
 from vrambudget.logparse import parse_log
 from vrambudget.profiles import read_jsonl
 
@@ -29,7 +28,7 @@ MODELS = {"/tmp/models/qwen3-8b": "qwen3-8b", "/tmp/models/llama-3.1-8b": "llama
           "/tmp/models/deepseek-v3.2-4l": "tests/fixtures/models/lab-deepseek-v3.2-4l",
           "/tmp/models/deepseek-v3.2-5l": "tests/fixtures/models/lab-deepseek-v3.2-5l",
           "/tmp/models/glm-5-4l": "tests/fixtures/models/lab-glm-5-4l"}
-# sparse MLA (its own bounds: tests/test_family_sparse_mla_mimo.py; refused under graphs) and MLA's 128-seq startup
+# sparse MLA (its own bounds: tests/test_family_sparse_mla_mimo.py) and MLA's 128-seq startup
 # (the allocator kept a second split buffer: the band's top, below) are checked on their own
 OWN = ("dsv32", "glm5", "dsv3-s128")
 BOOTS = sorted(p for p in [*H200.rglob("*.log"), *H100.rglob("startup-01.log")]
@@ -67,14 +66,6 @@ def test_every_startup_is_reproduced_within_a_few_hundredths(path):
         if logged is not None and name != "requested (GMU budget)":
             assert abs(err) <= bound, (name, logged, err)
     assert abs(rows["available KV cache"][3]) <= bound
-
-
-def test_sparse_mla_under_cuda_graphs_is_refused_in_one_line():
-    for name in ("dsv32-d.log", "dsv32-fp8.log", "glm5-d.log"):
-        path = H200 / "families" / name
-        with pytest.raises(UserError, match="pass --enforce-eager") as e:
-            compare_file(path, model=model_of(path))
-        assert "\n" not in str(e.value)
 
 
 def test_mla_at_128_seqs_is_the_top_of_its_graph_band():

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from .layers.base import LayerKind
 from .layers.ffn import MoE
 from .layers.mla import MLA, chunked_prefill_workspace_tokens
-from .layers.sparse_mla import SparseMLA
+from .layers.sparse_mla import SparseMLA, sparse_decode_bytes_per_seq
 from .model.arch import ModelArch
 from .model.checkpoint import weights_from_tensors
 from .model.lora import lora_buffer_bytes
@@ -171,6 +171,8 @@ def features(d: Deployment, w: WeightBytes | None = None) -> Features:
         encoder_forward_bytes=a.vision.forward_bytes(enc, d.tp) if enc else 0, prefix_lm_tower=prefix_lm_tower(d),
         encoder_kept_bytes=a.vision.kept_bytes(enc) if enc else 0, embeds_tower=bool(enc) and not prefix_lm_tower(d),
         diffkv=a.diffkv, mla_split_bytes_per_seq=mla_split_bytes_per_seq(d, backend), second_full=second_full,
+        sparse_mla_bytes_per_seq=sparse_decode_bytes_per_seq(_sparse_mla(a), d.tp, d.max_model_len, d.mla_fp8_ds)
+        if a.uses_sparse_mla and not d.enforce_eager else 0,
         speculative=d.spec_tokens > 0, sampler_sort=d.rules.sampler == "sort", architecture=d.gpu.architecture or "",
         cudagraph_in_budget=d.rules.cudagraph_estimate_in_budget and (
             d.runner == "v1" or d.rules.v2_graph_estimate_in_budget),

@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass, replace
 from typing import Any
 
+from .layers.sparse_mla import SparseMLA
 from .model.checkpoint import ModelSource
 from .model.lora import LoraSlots, not_modelled as lora_not_modelled
 from .errors import UserError
@@ -341,6 +342,10 @@ class Deployment:
         return replace(self, **changes)
 
 
+# the SMs and the indexer's top-k FA3's split heuristic was read for (layers/sparse_mla.py SPARSE_FA3_SPLITS)
+SPARSE_MLA_GRAPH_SMS = 132
+SPARSE_MLA_GRAPH_TOPK = 2048
+
 DTYPE_FLAGS = ("auto", "bfloat16", "float16", "half", "float32", "float")  # vLLM's --dtype choices (config ModelDType)
 
 
@@ -464,9 +469,11 @@ def resolve(model: ModelSource, gpu: GPU, rules: VllmRules, flags: Flags) -> Dep
     if a.uses_sparse_mla and not rules.sparse_mla:
         raise UserError(f"{a.name}: sparse MLA (DeepSeek V3.2 / GLM-5) is modelled from vLLM 0.33's source and "
                         f"measured there, not on vLLM {rules.version}: pass --vllm-version 0.33")
-    if a.uses_sparse_mla and not flags.enforce_eager:
-        raise UserError(f"{a.name}: sparse MLA under CUDA graphs is not modelled (vLLM 0.33 captures breakable graphs for "
-                        "it; its estimate, 8.01 GiB for DeepSeek-V3.2 cut to 4 layers, is not traced): pass --enforce-eager")
+    if a.uses_sparse_mla and not flags.enforce_eager and (gpu.sms != SPARSE_MLA_GRAPH_SMS or any(
+            isinstance(layer.mixer, SparseMLA) and layer.mixer.index_topk != SPARSE_MLA_GRAPH_TOPK for layer in a.layers)):
+        raise UserError(f"{a.name}: sparse MLA under CUDA graphs is modelled on {SPARSE_MLA_GRAPH_SMS}-SM Hopper cards "
+                        f"(H100 SXM, H200) with an index_topk of {SPARSE_MLA_GRAPH_TOPK} (FA3's split count depends on "
+                        f"both), not {gpu.name}: pass --enforce-eager")
     if not lmo and a.vision is not None and a.vision.traced and a.vision.name not in rules.traced_towers:
         raise UserError(f"{a.name}: its {a.vision.name} tower's profiling is traced in vLLM 0.33's source and measured "
                         f"there, not on vLLM {rules.version}: pass --language-model-only or --vllm-version 0.33")

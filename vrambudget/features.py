@@ -45,6 +45,9 @@ class Features:
     # rank x kv_lora_rank x fp32; 0 elsewhere) and the second-largest FULL batch (graphs.mla_graph_estimate)
     mla_split_bytes_per_seq: int = 0
     second_full: int = 0
+    # sparse MLA under FULL graphs: what a decode sequence's eager warm-up leaves in torch's cache (graphs.
+    # sparse_mla_graph_estimate; 0 elsewhere)
+    sparse_mla_bytes_per_seq: int = 0
     speculative: bool = False  # a drafter (MTP, DFlash): the rejection sampler's dummy run follows the sampler's
     sampler_sort: bool = False  # top-k / top-p by a torch sort of every logit row (vLLM 0.10-0.16: VllmRules.sampler)
     architecture: str = ""  # the GPU's (catalog.architecture_of): picks a coefficient's per-architecture value

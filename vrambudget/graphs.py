@@ -88,6 +88,8 @@ def cudagraph_estimate_v2(f: Features, c: Coefficients) -> float:
     experts, MLA, tensor parallel ranks), its ratio scales the estimate, an estimate with that coefficient's band."""
     if f.mla_split_bytes_per_seq and "cudagraph_v2_mla_base_bytes" in c.items:
         return mla_graph_estimate(f, c)[0]
+    if f.sparse_mla_bytes_per_seq and "cudagraph_v2_sparse_mla_base_bytes" in c.items:
+        return sparse_mla_graph_estimate(f, c)
     n_pw, _largest_pw, n_full, largest_full = f.graph_sizes
     est = (c["cudagraph_v2_per_pw_graph_layer_bytes"] * n_pw * f.layers
            + c["cudagraph_v2_full_per_token_hidden_bytes"] * n_full * largest_full * f.hidden
@@ -118,6 +120,17 @@ def mla_graph_estimate(f: Features, c: Coefficients) -> tuple[float, float, floa
             + max(n_full - 1, 0) * 2**20)
     est = base + split(largest) + n * split(second)
     return est, est, est + split(largest)
+
+
+def sparse_mla_graph_estimate(f: Features, c: Coefficients) -> float:
+    """Model Runner V2's estimate for sparse MLA (DeepSeek V3.2, GLM-5), whose FULL graphs run the indexer and the
+    attention inside (breakable graphs skip their breaks in FULL mode): the same profiler as MLA's
+    (mla_graph_estimate), the eager warm-up's per-sequence buffers (layers/sparse_mla.py sparse_decode_bytes_per_seq)
+    freed inside the second sample and counted for the largest and second FULL batch, + (N_FULL - 1) MiB and a base
+    (fitted). DeepSeek-V3.2 and GLM-5 cut to 4 layers, kv auto and fp8: 8.01 / 4.63 / 1.12 GiB logged, within 0.04."""
+    _n_pw, _s_pw, n_full, largest = f.graph_sizes
+    return (c["cudagraph_v2_sparse_mla_base_bytes"] + f.sparse_mla_bytes_per_seq * (largest + f.second_full)
+            + max(n_full - 1, 0) * 2**20)
 
 
 def v2_graph_kind(mla: bool, mxfp4: bool, moe: bool, prefix_lm: bool = False, diffkv: bool = False,

@@ -136,6 +136,10 @@ def graph_kind_band(c: Coefficients, d: Deployment, b: Budget) -> Coef:
     if d.runner != "v2":
         return Coef(0.0, 0.0, 0.0, "")
     f = features(d)
+    sparse = c.items.get("cudagraph_v2_sparse_mla_base_bytes")
+    if f.sparse_mla_bytes_per_seq and sparse is not None and b.cudagraph_bytes:
+        return Coef(0.0, sparse.low - sparse.value, sparse.high - sparse.value, "sparse MLA's decode buffers, its base "
+                    "fitted on DeepSeek-V3.2 and GLM-5 cut to 4 layers (in sample)")
     if f.mla_split_bytes_per_seq and "cudagraph_v2_mla_base_bytes" in c.items and b.cudagraph_bytes:
         est, low, high = mla_graph_estimate(f, c)
         return Coef(0.0, low - est, high - est, "MLA's split buffers kept once or twice by the allocator "

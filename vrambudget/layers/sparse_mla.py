@@ -84,6 +84,25 @@ class SparseMLA(MLA):
         return tokens * per_token + INDEXER_LOGITS_DUMMY_BYTES
 
 
+# FA3's split count for FLASH_ATTN_MLA_SPARSE's decode on a 132-SM Hopper: no num_splits is passed, so its heuristic
+# picks 28 for index_topk 2048 keys (64 x 64 tiles) at any batch up to 992 (flash_api.cpp, heuristics.h; the
+# 0.33.0 logs' estimates rule out 32)
+SPARSE_FA3_SPLITS = 28
+
+
+def sparse_decode_bytes_per_seq(m: SparseMLA, tp: int, max_model_len: int, fp8_ds: bool) -> int:
+    """What one decode sequence's eager warm-up allocates and leaves in torch's cache (bytes per rank): the indexer's
+    fp32 logits over max_model_len, and the attention's split buffers: FA3's out_accum and lse_accum (28 splits) with
+    the bf16 output and absorbed query on FLASH_ATTN_MLA_SPARSE, FlashMLA's o_accum on FLASHMLA_SPARSE
+    (flashattn_mla_sparse.py, flashmla_sparse.py, sparse_attn_indexer.py)."""
+    h, lat = m.num_heads // tp, m.kv_lora_rank
+    logits = max_model_len * 4
+    if fp8_ds:
+        return h * lat * 4 + h * 4 + logits
+    s = SPARSE_FA3_SPLITS
+    return s * h * lat * 4 + s * h * 4 + 2 * h * lat * 2 + logits
+
+
 def _factor(max_model_len: int) -> int:
     """vLLM's sparse_mla_prefill_workspace_factor: 5 up to 256 Ki tokens, else 2 (config/vllm.py)."""
     return 5 if max_model_len <= 256 * 1024 else 2
