@@ -291,3 +291,16 @@ def test_a_per_layer_mlp_width_list_keeps_the_mlps_width():
     n_mlp = cfg["hybrid_override_pattern"].count("-")
     a = arch_from_config({**cfg, "intermediate_size": [cfg["intermediate_size"]] * n_mlp}, "list")
     assert a.mlp_width == cfg["intermediate_size"] == arch_from_config(cfg, "int").mlp_width
+
+
+def test_a_tower_that_crowds_out_the_kv_cache_names_what_lowers_it(capsys):
+    """Qwen2.5-VL-7B with its tower on a 24 GB card: the 14-frame video profile leaves no KV cache; the answer says
+    the tower's share and the flags that lower it, and with videos off the same card holds a long context."""
+    from .cli_run import run
+
+    args = ["predict", "--model", str(MODELS / "qwen2.5-vl-7b-instruct"), "--gpu", "4090", "--with-vision"]
+    code, out, _ = run(args, capsys)
+    assert code == 1 and """--limit-mm-per-prompt '{"video": 0}' profiles another item instead""" in out
+    assert "--language-model-only drops the tower" in out
+    code, out, _ = run([*args, "--limit-mm-per-prompt", '{"video": 0}', "--json"], capsys)
+    assert json.loads(out)["max_model_len_ceiling_restart"] > 50_000

@@ -307,15 +307,28 @@ def _free_memory_short(d: Deployment, b: Budget, warnings: list[str]) -> bool:
     return bool(certain)
 
 
+def _tower_hint(d: Deployment) -> str:
+    """With a vision tower loaded: what lowers its share (its weights and the encoder profile vLLM runs with it)."""
+    v = d.model.arch.vision
+    if not d.with_vision or v is None:
+        return ""
+    item = v.profiled_modality
+    other = (f"--limit-mm-per-prompt '{{\"{item}\": 0}}' profiles another item instead; "
+             if item not in d.mm_off and v.profiles_without(frozenset({item})) else "")
+    return (f" (the {v.name} tower's weights and its {item} profile are part of it: {other}--language-model-only "
+            "drops the tower)")
+
+
 def _kv_reasons(d: Deployment, b: Budget, plan: KVPlan, layout: KVLayout) -> list[str]:
     """Why the KV cache does not hold what the flags ask: no memory left, not one token, or max_model_len."""
     avail = b.available_kv_bytes
     if avail <= 0:
         return [f"weights and activations need {_gib(b.non_kv_bytes)}, the GMU {d.gmu:.2f} budget is "
-                f"{_gib(b.requested_bytes)}: over by {_gib(-avail)}, no memory left for the KV cache"]
+                f"{_gib(b.requested_bytes)}: over by {_gib(-avail)}, no memory left for the KV cache{_tower_hint(d)}"]
     if plan.ceiling == 0:
         need = kv_needed_bytes(layout, 1, d.rules)
-        return [f"not even one token fits: one request needs {_gib(need)} of KV cache, {_gib(avail)} is available"]
+        return [f"not even one token fits: one request needs {_gib(need)} of KV cache, {_gib(avail)} is available"
+                f"{_tower_hint(d)}"]
     if not d.auto_fit and plan.ceiling < d.max_model_len:
         need = kv_needed_bytes(layout, d.max_model_len, d.rules)
         g = min_gmu_for_bytes(d, b.non_kv_bytes, need)
