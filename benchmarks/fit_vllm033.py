@@ -185,8 +185,8 @@ def mla_graphs() -> None:
             return c[k]
 
     for name, feats, logged in probe:
-        est, low, high = mla_graph_estimate(feats, C())
-        print(f"    {name:24} logged {logged / GiB:.3f} estimate {est / GiB:.3f} (band {low / GiB:.3f} .. {high / GiB:.3f}) "
+        est, top = mla_graph_estimate(feats, C())
+        print(f"    {name:24} logged {logged / GiB:.3f} estimate {est / GiB:.3f} (band {est / GiB:.3f} .. {top / GiB:.3f}) "
               f"residual {(est - logged) / GiB:+.3f} GiB")
 
 

@@ -12,11 +12,11 @@ All values are bytes per rank.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from .layers.base import LayerKind
 from .layers.ffn import MoE
-from .layers.mla import MLA, chunked_prefill_workspace_tokens
+from .layers.mla import chunked_prefill_workspace_tokens
 from .layers.sparse_mla import SparseMLA, sparse_decode_bytes_per_seq
 from .model.arch import ModelArch
 from .model.checkpoint import weights_from_tensors
@@ -47,6 +47,7 @@ class Budget:
     num_cudagraphs: int
     backend: Backend  # the attention backend vLLM picks; its profiled workspace is in activation_bytes
     runner_buffers_bytes: int = 0  # what the model runner keeps from its start and the version counts (0.27+ V2)
+    features: Features | None = field(default=None, repr=False, compare=False)  # what the terms were computed from
 
     @property
     def cuda_context_bytes(self) -> int:
@@ -195,7 +196,7 @@ def mla_profile_bytes(d: Deployment) -> int:
     """The MLA layers' profile-run peak (bytes per rank; 0 without MLA): layers/mla.py, with vLLM's chunked-prefill
     workspace for this context, batch and MLA block."""
     a = d.model.arch
-    mla = next((layer.mixer for layer in a.layers if isinstance(layer.mixer, MLA)), None)
+    mla = a.mla
     if mla is None:
         return 0
     workspace = chunked_prefill_workspace_tokens(d.max_model_len, d.max_num_seqs, d.mla_block_size,
@@ -216,7 +217,7 @@ def mla_split_bytes_per_seq(d: Deployment, backend: Backend) -> int:
     """FA3's split-KV output buffer per decode sequence under FLASH_ATTN_MLA's FULL graphs (bytes per rank): the
     builder forces 32 splits (v1/attention/backends/mla/flashattn_mla.py max_num_splits), so FA3 allocates 32 x heads
     x kv_lora_rank fp32 partial outputs a sequence (flash_api.cpp out_accum); 0 on other backends."""
-    mla = next((layer.mixer for layer in d.model.arch.layers if isinstance(layer.mixer, MLA)), None)
+    mla = d.model.arch.mla
     if mla is None or backend.name != "FLASH_ATTN_MLA" or isinstance(mla, SparseMLA):
         return 0
     return 32 * (mla.num_heads // d.tp) * mla.kv_lora_rank * 4
@@ -244,7 +245,7 @@ def kept_moe_workspace_bytes(d: Deployment) -> int:
 
 
 def _sparse_mla(a: ModelArch) -> SparseMLA | None:
-    return next((layer.mixer for layer in a.layers if isinstance(layer.mixer, SparseMLA)), None)
+    return a.mla if isinstance(a.mla, SparseMLA) else None
 
 
 def sparse_mla_load_bytes(d: Deployment) -> int:
@@ -252,12 +253,12 @@ def sparse_mla_load_bytes(d: Deployment) -> int:
     indices (max_num_batched_tokens x index_topk int32), each layer's decode buffers (layers/sparse_mla.py) and, with
     an fp8 cache, FLASHMLA_SPARSE's workspace (vLLM 0.33.0: DeepSeek-V3.2 cut to 4 layers 28.43 GiB logged, 33.56
     with fp8; lab-vllm-0.33.0-h200/families/dsv32-*)."""
-    a, t = d.model.arch, d.max_num_batched_tokens
-    layers = [layer.mixer for layer in a.layers if isinstance(layer.mixer, SparseMLA)]
+    a, t, m = d.model.arch, d.max_num_batched_tokens, _sparse_mla(d.model.arch)
+    layers = sum(isinstance(layer.mixer, SparseMLA) for layer in a.layers)
     rows = d.max_num_seqs * (1 + d.spec_tokens)
-    out = t * layers[0].index_topk * 4 + sum(m.load_buffer_bytes(t, rows, d.mla_fp8_ds) for m in layers)
+    out = t * m.index_topk * 4 + layers * m.load_buffer_bytes(t, rows, d.mla_fp8_ds)
     if d.mla_fp8_ds:
-        out += layers[0].fp8_init_workspace_bytes(t, d.max_model_len, d.tp)
+        out += m.fp8_init_workspace_bytes(t, d.max_model_len, d.tp)
     return out
 
 
@@ -377,4 +378,5 @@ def budget(d: Deployment, c: Coefficients, w: WeightBytes | None = None, f: Feat
         num_cudagraphs=f.num_cudagraphs,
         backend=backend,
         runner_buffers_bytes=v2_runner_buffers(d) + (max(f.moe_workspace_bytes, 0) if f.consumed_budget else 0),
+        features=f,
     )

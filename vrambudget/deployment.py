@@ -6,7 +6,6 @@ import json
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .layers.sparse_mla import SparseMLA
 from .model.checkpoint import ModelSource
 from .model.lora import LoraSlots, not_modelled as lora_not_modelled
 from .errors import UserError
@@ -201,8 +200,8 @@ class Deployment:
 
     @property
     def mm_off(self) -> frozenset[str]:
-        """The modalities --limit-mm-per-prompt turns off (a limit of 0): vLLM profiles the tower without them."""
-        return frozenset(m for m, n in self.mm_limits if n == 0)
+        """The modalities --limit-mm-per-prompt turns off: vLLM profiles the tower without them."""
+        return modalities_off(self.mm_limits)
 
     @property
     def mla_fp8_ds(self) -> bool:
@@ -342,6 +341,11 @@ class Deployment:
         return replace(self, **changes)
 
 
+def modalities_off(limits: tuple[tuple[str, int], ...]) -> frozenset[str]:
+    """The modalities a --limit-mm-per-prompt (as (modality, items) pairs) sets to 0."""
+    return frozenset(m for m, n in limits if n == 0)
+
+
 # the SMs and the indexer's top-k FA3's split heuristic was read for (layers/sparse_mla.py SPARSE_FA3_SPLITS)
 SPARSE_MLA_GRAPH_SMS = 132
 SPARSE_MLA_GRAPH_TOPK = 2048
@@ -457,7 +461,7 @@ def resolve(model: ModelSource, gpu: GPU, rules: VllmRules, flags: Flags) -> Dep
     # vLLM's own default, loading it, which is refused below until --language-model-only is given
     lmo = (a.is_multimodal and not a.extras.tower_unmodelled) if flags.language_model_only is None \
         else flags.language_model_only
-    off = {m for m, n in flags.limit_mm_per_prompt if n == 0}
+    off = modalities_off(flags.limit_mm_per_prompt)
     if a.vision is not None and set(a.vision.modalities) <= off:
         lmo = True  # every modality of the tower at 0: vLLM skips it as --language-model-only does
     elif not lmo and a.vision is not None and a.vision.profiled_modality in off and not a.vision.profiles_without(off):
@@ -469,8 +473,8 @@ def resolve(model: ModelSource, gpu: GPU, rules: VllmRules, flags: Flags) -> Dep
     if a.uses_sparse_mla and not rules.sparse_mla:
         raise UserError(f"{a.name}: sparse MLA (DeepSeek V3.2 / GLM-5) is modelled from vLLM 0.33's source and "
                         f"measured there, not on vLLM {rules.version}: pass --vllm-version 0.33")
-    if a.uses_sparse_mla and not flags.enforce_eager and (gpu.sms != SPARSE_MLA_GRAPH_SMS or any(
-            isinstance(layer.mixer, SparseMLA) and layer.mixer.index_topk != SPARSE_MLA_GRAPH_TOPK for layer in a.layers)):
+    if a.uses_sparse_mla and not flags.enforce_eager and (gpu.sms != SPARSE_MLA_GRAPH_SMS
+                                                          or a.mla.index_topk != SPARSE_MLA_GRAPH_TOPK):
         raise UserError(f"{a.name}: sparse MLA under CUDA graphs is modelled on {SPARSE_MLA_GRAPH_SMS}-SM Hopper cards "
                         f"(H100 SXM, H200) with an index_topk of {SPARSE_MLA_GRAPH_TOPK} (FA3's split count depends on "
                         f"both), not {gpu.name}: pass --enforce-eager")

@@ -97,8 +97,8 @@ def cudagraph_estimate_v2(f: Features, c: Coefficients) -> float:
     return est * v2_graph_factor(f, c) + c.get("cudagraph_offset_bytes", 0.0)
 
 
-def mla_graph_estimate(f: Features, c: Coefficients) -> tuple[float, float, float]:
-    """Model Runner V2's estimate for MLA on FLASH_ATTN_MLA (bytes: the estimate, its band's low and high end), from
+def mla_graph_estimate(f: Features, c: Coefficients) -> tuple[float, float]:
+    """Model Runner V2's estimate for MLA on FLASH_ATTN_MLA (bytes: the estimate, and its band's top), from
     vLLM 0.33.0's profiler (v1/worker/gpu/cudagraph_utils.py profile_cudagraph_memory): it captures every PIECEWISE
     size and the two largest FULL ones (F, B2) into a throwaway pool and returns the capture's drop + (N_FULL - 1) x
     max(the second's sample, 1 MiB). Entering a graph capture empties torch's cache (torch 2.14 graphs.py), which
@@ -119,7 +119,7 @@ def mla_graph_estimate(f: Features, c: Coefficients) -> tuple[float, float, floa
             + c["cudagraph_v2_mla_per_full_token_head_bytes"] * (largest + second) * f.mla_heads
             + max(n_full - 1, 0) * 2**20)
     est = base + split(largest) + n * split(second)
-    return est, est, est + split(largest)
+    return est, est + split(largest)
 
 
 def sparse_mla_graph_estimate(f: Features, c: Coefficients) -> float:
@@ -133,21 +133,19 @@ def sparse_mla_graph_estimate(f: Features, c: Coefficients) -> float:
             + max(n_full - 1, 0) * 2**20)
 
 
-def v2_graph_kind(mla: bool, mxfp4: bool, moe: bool, prefix_lm: bool = False, diffkv: bool = False,
-                  embeds_tower: bool = False) -> str:
+def v2_graph_kind(f: Features) -> str:
     """The coefficient that scales a kind of model's V2 graph estimate ('' for a dense model): MLA, else MXFP4
     experts, else K and V heads of different dims (FLASH_ATTN_DIFFKV), else an MoE, else a multimodal prefix LM with
     its tower (its PIECEWISE-only backend), else a language model fed by a loaded tower's embeddings."""
-    return ("cudagraph_v2_mla_factor" if mla else "cudagraph_v2_mxfp4_factor" if mxfp4
-            else "cudagraph_v2_diffkv_factor" if diffkv else "cudagraph_v2_moe_factor" if moe
-            else "cudagraph_v2_prefix_lm_factor" if prefix_lm
-            else "cudagraph_v2_tower_embeds_factor" if embeds_tower else "")
+    return ("cudagraph_v2_mla_factor" if f.mla_heads else "cudagraph_v2_mxfp4_factor" if f.mxfp4_moe_layers
+            else "cudagraph_v2_diffkv_factor" if f.diffkv else "cudagraph_v2_moe_factor" if f.moe
+            else "cudagraph_v2_prefix_lm_factor" if f.prefix_lm_tower
+            else "cudagraph_v2_tower_embeds_factor" if f.embeds_tower else "")
 
 
 def v2_graph_factor(f: Features, c: Coefficients) -> float:
     """The measured ratio of a kind of model's V2 graph estimate to the dense one's (1 where none was measured),
     times a tensor-parallel rank's."""
-    kind = v2_graph_kind(bool(f.mla_heads), bool(f.mxfp4_moe_layers), f.moe, f.prefix_lm_tower, f.diffkv,
-                         f.embeds_tower)
+    kind = v2_graph_kind(f)
     factor = c.get(kind, 1.0) if kind else 1.0
     return factor * (c.get("cudagraph_v2_tp_factor", 1.0) if f.tp > 1 else 1.0)

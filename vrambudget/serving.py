@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .budget import Budget, features, mxfp4_moe_layers, prefix_lm_tower
+from .budget import Budget, features
 
 from .graphs import mla_graph_estimate, v2_graph_kind
 
@@ -135,18 +135,16 @@ def graph_kind_band(c: Coefficients, d: Deployment, b: Budget) -> Coef:
     logs disagree: the estimate at the lowest and highest factor measured (bytes; 0 elsewhere)."""
     if d.runner != "v2":
         return Coef(0.0, 0.0, 0.0, "")
-    f = features(d)
+    f = b.features or features(d)
     sparse = c.items.get("cudagraph_v2_sparse_mla_base_bytes")
     if f.sparse_mla_bytes_per_seq and sparse is not None and b.cudagraph_bytes:
         return Coef(0.0, sparse.low - sparse.value, sparse.high - sparse.value, "sparse MLA's decode buffers, its base "
                     "fitted on DeepSeek-V3.2 and GLM-5 cut to 4 layers (in sample)")
     if f.mla_split_bytes_per_seq and "cudagraph_v2_mla_base_bytes" in c.items and b.cudagraph_bytes:
-        est, low, high = mla_graph_estimate(f, c)
-        return Coef(0.0, low - est, high - est, "MLA's split buffers kept once or twice by the allocator "
+        est, top = mla_graph_estimate(f, c)
+        return Coef(0.0, 0.0, top - est, "MLA's split buffers kept once or twice by the allocator "
                     "(DeepSeek-V3 cut to 5 layers at 32 to 1024 seqs, Kimi K2 cut to 2)")
-    a = d.model.arch
-    kind = v2_graph_kind(a.uses_mla, bool(mxfp4_moe_layers(a)), a.moe is not None, prefix_lm_tower(d), a.diffkv,
-                         f.embeds_tower)
+    kind = v2_graph_kind(f)
     item = c.items.get(kind) if kind else None
     if item is None or item.low == item.high or not item.value:
         return Coef(0.0, 0.0, 0.0, "")

@@ -148,9 +148,14 @@ class ModelArch:
                    for layer in self.layers)
 
     @property
+    def mla(self) -> MLA | None:
+        """The latent-attention mixer (every MLA layer of a model has the same one; a SparseMLA is one too)."""
+        return next((layer.mixer for layer in self.layers if isinstance(layer.mixer, MLA)), None)
+
+    @property
     def uses_sparse_mla(self) -> bool:
         """Sparse MLA with a lightning indexer (DeepSeek V3.2, GLM-5): vLLM's sparse MLA backends."""
-        return any(isinstance(layer.mixer, SparseMLA) for layer in self.layers)
+        return isinstance(self.mla, SparseMLA)
 
     @property
     def uses_mla(self) -> bool:
