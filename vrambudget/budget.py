@@ -172,6 +172,7 @@ def features(d: Deployment, w: WeightBytes | None = None) -> Features:
         encoder_forward_bytes=a.vision.forward_bytes(enc, d.tp) if enc else 0, prefix_lm_tower=prefix_lm_tower(d),
         encoder_kept_bytes=a.vision.kept_bytes(enc) if enc else 0, embeds_tower=bool(enc) and not prefix_lm_tower(d),
         diffkv=a.diffkv, mla_split_bytes_per_seq=mla_split_bytes_per_seq(d, backend), second_full=second_full,
+        fa3_splits=backend.name == "FLASH_ATTN_MLA" or (backend.name == "FLASH_ATTN" and backend.variant == "FA3"),
         sparse_mla_bytes_per_seq=sparse_decode_bytes_per_seq(_sparse_mla(a), d.tp, d.max_model_len, d.mla_fp8_ds)
         if a.uses_sparse_mla and not d.enforce_eager else 0,
         speculative=d.spec_tokens > 0, sampler_sort=d.rules.sampler == "sort", architecture=d.gpu.architecture or "",

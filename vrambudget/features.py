@@ -45,6 +45,9 @@ class Features:
     # rank x kv_lora_rank x fp32; 0 elsewhere) and the second-largest FULL batch (graphs.mla_graph_estimate)
     mla_split_bytes_per_seq: int = 0
     second_full: int = 0
+    # FA3 (FLASH_ATTN / FLASH_ATTN_MLA on Hopper) under FULL graphs: its split-KV buffers exist up to 992 decode
+    # sequences only (graphs.FA3_SPLIT_MAX_SEQS)
+    fa3_splits: bool = False
     # sparse MLA under FULL graphs: what a decode sequence's eager warm-up leaves in torch's cache (graphs.
     # sparse_mla_graph_estimate; 0 elsewhere)
     sparse_mla_bytes_per_seq: int = 0

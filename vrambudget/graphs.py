@@ -71,10 +71,31 @@ def cudagraph_estimate(f: Features, c: Coefficients) -> float:
         return c["cudagraph_base_bytes"] + c["cudagraph_per_graph_bytes"] * f.num_cudagraphs
     n_pw, s_pw, n_full, s_full = f.graph_sizes
     pw_first = c["cudagraph_pw_first_bytes"] + c["cudagraph_pw_first_per_token_hidden_bytes"] * s_pw * f.hidden
-    full_first = (c["cudagraph_full_first_bytes"] + c["cudagraph_full_first_per_token_hidden_bytes"] * s_full * f.hidden
+    full_first = (c["cudagraph_full_first_bytes"] + v1_full_attention_bytes(f, c)
                   + c["cudagraph_full_first_per_token_layer_bytes"] * s_full * f.layers) if n_full else 0.0
     return (max(pw_first, full_first) + max(n_pw - 1, 0) * c["cudagraph_pw_per_graph_per_layer_bytes"] * f.layers
             + max(n_full - 1, 0) * c["cudagraph_full_per_graph_bytes"] + c.get("cudagraph_offset_bytes", 0.0))
+
+
+# FA3 runs one split, with no split-KV buffer, past this many decode sequences (flash_api.cpp: num_splits only
+# where the batch is at most 992)
+FA3_SPLIT_MAX_SEQS = 992
+
+
+def v1_full_attention_bytes(f: Features, c: Coefficients) -> float:
+    """What the largest FULL graph's attention adds to Model Runner V1's first FULL capture (bytes): FA3's split-KV
+    buffer, which the builders force to 32 splits under FULL graphs (flash_attn.py / flashattn_mla.py
+    max_num_splits, vLLM 0.20-0.26). Dense attention: fitted per token x hidden (the lab's dense logs; Qwen3-30B-A3B
+    and Mixtral log 258 and 256 MiB at 512 tokens, 32 splits x 32 heads x 128 x 4 B a token). MLA: traced, 32 x heads
+    x kv_lora_rank x 4 B a sequence (DeepSeek-V3 cut to 5 layers at 512: 4,224 MiB logged, 4,096 of them the
+    buffer; lab-vllm-0.26.0-h200/moe-tokens). None past 992 sequences on FA3 (gpt-oss-20b's FULL graphs to 1,024: a
+    2 MiB first capture)."""
+    s_full = f.graph_sizes[3]
+    if f.fa3_splits and s_full > FA3_SPLIT_MAX_SEQS:
+        return 0.0
+    if f.mla_split_bytes_per_seq:
+        return float(f.mla_split_bytes_per_seq * s_full)
+    return c["cudagraph_full_first_per_token_hidden_bytes"] * s_full * f.hidden
 
 
 def cudagraph_estimate_v2(f: Features, c: Coefficients) -> float:
@@ -112,7 +133,7 @@ def mla_graph_estimate(f: Features, c: Coefficients) -> tuple[float, float]:
     second = f.second_full
 
     def split(batch: int) -> float:
-        return f.mla_split_bytes_per_seq * batch if batch <= 992 else 0.0
+        return f.mla_split_bytes_per_seq * batch if batch <= FA3_SPLIT_MAX_SEQS else 0.0
 
     n = 2 if f.moe and second > 120 else 1
     base = (c["cudagraph_v2_mla_base_bytes"]

@@ -2,7 +2,7 @@
 RoPE layers and full attention on the NoPE ones (`no_rope_layers`, default every fourth layer NoPE), a mixture of
 experts every `interleave_moe_layer_step` layers (a router, one shared expert, the routed experts) and a dense MLP
 of intermediate_size_mlp elsewhere (vLLM 0.26 llama4.py). Its rope cache spans max_position_embeddings rows (10.5 M
-for Scout: 2.5 GiB in bf16). No FULL CUDA graphs with chunked layers. The vision tower is not modelled."""
+for Scout: 2.5 GiB in bf16). No FULL CUDA graphs with chunked layers. The vision tower is towers/llama4_vit.py."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ from ..layers.attention import FullAttention
 from ..layers.base import DecoderLayer
 from ..layers.chunked import ChunkedAttention
 from ..layers.ffn import DenseMLP, MoE
+from ..errors import UserError
 from ..model.arch import ModelArch
+from ..towers.llama4_vit import Llama4ViT
 from . import Family
 from .common import base
 
@@ -33,8 +35,28 @@ def read(cfg: dict[str, Any], name: str) -> ModelArch:
     sparse = tuple(i for i in range(n) if step and (i + 1) % step == 0)
     layers = tuple(DecoderLayer(ChunkedAttention(**shape, chunk=chunk) if nope[i] else FullAttention(**shape),
                                 moe if i in sparse else dense) for i in range(n))
-    return b.arch(layers, rotary_caches=((b.max_position, b.head_dim, None),),
-                  tower_unmodelled="Llama 4's vision tower" if "vision_config" in cfg else "")
+    return b.arch(layers, rotary_caches=((b.max_position, b.head_dim, None),), vision=_tower(cfg, name, b.hidden))
+
+
+def _tower(cfg: dict[str, Any], name: str, text_hidden: int) -> Llama4ViT | None:
+    """The vision tower of Llama4ForConditionalGeneration (None for the text model)."""
+    v = cfg.get("vision_config")
+    if v is None:
+        return None
+    try:
+        tower = Llama4ViT(depth=int(v["num_hidden_layers"]), hidden=int(v["hidden_size"]),
+                          intermediate=int(v["intermediate_size"]), heads=int(v["num_attention_heads"]),
+                          tile=int(v["image_size"]), patch=int(v["patch_size"]),
+                          shuffle_ratio=float(v["pixel_shuffle_ratio"]), adapter_in=int(v["projector_input_dim"]),
+                          adapter_out=int(v["projector_output_dim"]), vision_out=int(v["vision_output_dim"]),
+                          text_hidden=text_hidden)
+    except (KeyError, TypeError, ValueError) as e:
+        raise UserError(f"{name}: vision_config lacks a readable {e} for Llama 4's vision tower")
+    if min(tower.depth, tower.hidden, tower.intermediate, tower.heads, tower.patch, tower.adapter_in,
+           tower.adapter_out, tower.vision_out) <= 0 or tower.tile < tower.patch or not 0 < tower.shuffle_ratio <= 1 \
+            or tower.hidden % tower.heads:
+        raise UserError(f"{name}: vision_config of Llama 4's vision tower has a size out of range")
+    return tower
 
 
 FAMILY = Family(
