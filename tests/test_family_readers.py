@@ -216,7 +216,7 @@ def test_qwen2_5_vl_plans_its_tower_with_and_without_videos():
 @pytest.mark.parametrize("model, limits, said", [
     ("qwen2.5-vl-7b-instruct", "video=0", "give a JSON object"),
     ("qwen2.5-vl-7b-instruct", '{"video": -1}', "a number of items, 0 or more"),
-    ("qwen3-vl-8b-instruct", '{"image": 0}', "its profile with the other items is not modelled"),
+    ("qwen3.5-9b", '{"image": 0}', "its profile with the other items is not modelled"),
 ])
 def test_limit_mm_per_prompt_refusals_are_one_line(capsys, model, limits, said):
     from .cli_run import run
@@ -304,3 +304,19 @@ def test_a_tower_that_crowds_out_the_kv_cache_names_what_lowers_it(capsys):
     assert "--language-model-only drops the tower" in out
     code, out, _ = run([*args, "--limit-mm-per-prompt", '{"video": 0}', "--json"], capsys)
     assert json.loads(out)["max_model_len_ceiling_restart"] > 50_000
+
+
+def test_qwen3_vl_with_images_off_is_profiled_with_its_dummy_video():
+    """vLLM 0.33.0's dummy video for Qwen3-VL: two frames of half the video processor's 25,165,824 pixels, one
+    temporal patch: 12,288 tokens and 49,152 patches a video (qwen3_vl.py _get_dummy_videos); one video at 8,192
+    batched tokens, two at 32,768; its outputs carry the deepstack features as an image's."""
+    fx = Path(__file__).resolve().parent / "fixtures" / "models" / "qwen3-vl-8b-instruct"
+    a = arch_from_config(json.loads((fx / "config.json").read_text()), "q3vl")
+    off = frozenset({"image"})
+    assert a.vision.profiles_without(off) and not a.vision.profiles_without(frozenset({"image", "video"}))
+    p = a.vision.profile(8192, 262144, off)
+    assert (p.items, p.tokens_per_item, p.patches) == (1, 12288, 49152)
+    p = a.vision.profile(32768, 262144, off)
+    assert (p.items, p.patches) == (2, 98304)
+    assert a.vision.held_bytes(p, 4096) == 2 * 12288 * 4 * 4096 * 2
+    assert a.vision.profile(8192, 262144).tokens_per_item == 16384  # the image where images are on

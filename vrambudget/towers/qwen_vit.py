@@ -12,6 +12,9 @@ from .base import EncoderProfile, Tower, profile_items, vit_block
 # Qwen3.5 / Qwen3.6 image processor default (public preprocessor_config.json): longest edge 16,777,216 pixels,
 # 16-pixel patches merged 2 x 2, so vLLM profiles the encoder with images of 65,536 patches (16,384 tokens)
 MAX_IMAGE_PIXELS = 16_777_216
+# Qwen3-VL's video processor default (public preprocessor / video_preprocessor config): longest edge 25,165,824
+# pixels over a video's frames; vLLM's dummy video has two frames (one temporal patch), each of half that
+MAX_VIDEO_PIXELS = 25_165_824
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,22 @@ class Qwen3VLViT(QwenViT):
     evidence = ("Qwen3-VL's ViT: its weights and encoder peak from vLLM 0.33.0's source, checked on two 0.33.0 "
                 "startups with it (Qwen3-VL-8B, one and two profiling images: the language model's peak and the tower's)")
     traced = True
+
+    def profiles_without(self, off: frozenset[str]) -> bool:
+        """With images off vLLM profiles its dummy video, which is modelled (profile); with both off nothing."""
+        return "video" not in off
+
+    def profile(self, max_num_batched_tokens: int, max_model_len: int = 0,
+                off: frozenset[str] = frozenset()) -> EncoderProfile:
+        """The 16,384-token image (QwenViT.profile); with images off (--limit-mm-per-prompt '{"image": 0}') vLLM's
+        dummy video: two frames of half the video processor's pixels (3,072 x 4,096), one temporal patch, so
+        12,288 tokens and 49,152 patches a video, its pixels uint8 and its outputs with their deepstack features as
+        an image's (vLLM 0.33.0 qwen3_vl.py _get_dummy_videos, get_max_video_tokens)."""
+        if "image" not in off:
+            return super().profile(max_num_batched_tokens, max_model_len, off)
+        tokens = MAX_VIDEO_PIXELS // self.temporal_patch // (self.patch * self.spatial_merge) ** 2
+        items = profile_items(max_num_batched_tokens, tokens)
+        return EncoderProfile(items, tokens, items * tokens * self.spatial_merge ** 2)
 
     def forward_bytes(self, p: EncoderProfile, tp: int) -> int:
         """The attention's or the MLP's tensors of a block (the larger: the block's input, its normed copy and

@@ -1,0 +1,55 @@
+"""Llama 4's and Pixtral's vision towers from vLLM 0.33.0's source (towers/llama4_vit.py, towers/pixtral.py): their
+parameter counts (the transformers modules built from the same configs on the meta device agree), the dummy items
+vLLM profiles them with (transformers 5.17's processors with the lab's stand-in settings gave the same) and the
+traced peaks, per patch."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from vrambudget.errors import UserError
+from vrambudget.families import arch_from_config
+
+MODELS = Path(__file__).resolve().parent / "fixtures" / "models"
+
+
+def tower(model: str, **changes):
+    cfg = json.loads((MODELS / model / "config.json").read_text())
+    for key, value in changes.items():
+        cfg["vision_config"][key] = value
+    return arch_from_config(cfg, model).vision
+
+
+def test_llama4_tower_weights_and_profile():
+    t = tower("llama-4-scout-17b-16e-instruct")
+    assert sum(x.numel for x in t.tensors()) == 871_932_416  # vision 811,115,008 + adapter 39,845,888 + projector
+    assert (t.tokens_per_tile, t.embeds_per_tile) == (577, 144)
+    for tokens, items in ((2048, 1), (8192, 3), (16384, 6)):
+        p = t.profile(tokens)
+        assert (p.items, p.tokens_per_item, p.patches) == (items, 2448, items * 17 * 577)
+    p = t.profile(8192)
+    assert t.forward_bytes(p, 1) == 51 * 26_674_688  # tiles x (577 x 45,056 B at the rope + bf16 pixels)
+    assert t.held_bytes(p, 5120) == 3 * 2448 * 5120 * 2
+
+
+def test_pixtral_tower_weights_and_profile():
+    t = tower("mistral-small-3.1-24b-instruct-2503")
+    assert t.layers == 24 and sum(x.numel for x in t.tensors()) == 438_958_080
+    assert (t.patches_per_image, t.tokens_per_image) == (12100, 3025)
+    for tokens, items in ((2048, 1), (8192, 2), (16384, 5)):
+        assert t.profile(tokens).items == items
+    p = t.profile(8192)
+    assert t.forward_bytes(p, 1) == 24200 * 39_772  # (14 x hidden + 6 x intermediate + 860) a patch
+    assert t.forward_bytes(p, 2) == 24200 * 27_484
+
+
+@pytest.mark.parametrize("model, changes, said", [
+    ("llama-4-scout-17b-16e-instruct", {"pixel_shuffle_ratio": 0}, "out of range"),
+    ("llama-4-scout-17b-16e-instruct", {"hidden_size": None}, "lacks a readable"),
+    ("mistral-small-3.1-24b-instruct-2503", {"patch_size": "x"}, "lacks a whole number"),
+    ("mistral-small-3.1-24b-instruct-2503", {"model_type": "siglip_vision_model"}, "is not a Pixtral tower's"),
+])
+def test_damaged_tower_configs_are_one_line(model, changes, said):
+    with pytest.raises(UserError, match=said):
+        tower(model, **changes)
