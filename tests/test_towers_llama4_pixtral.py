@@ -53,3 +53,36 @@ def test_pixtral_tower_weights_and_profile():
 def test_damaged_tower_configs_are_one_line(model, changes, said):
     with pytest.raises(UserError, match=said):
         tower(model, **changes)
+
+
+def test_gemma4_tower_weights_profile_and_chunked_peak():
+    # every Linear replicated (transformers' Gemma4VisionModel, vLLM's ReplicatedLinear): 569,548,080 + the embedder
+    t = tower("gemma-4-26b-a4b")
+    assert sum(x.numel for x in t.tensors()) == 572_792_112
+    p = t.profile(8192)  # three 32-frame videos: 96 frames of 630 padded patches, 64 embeddings a frame
+    assert (p.items, p.tokens_per_item, p.patches, p.modality) == (3, 2048, 60480, "video")
+    img = t.profile(8192, off=frozenset({"video"}))  # 29 images of 2,520 padded patches, 256 embeddings
+    assert (img.items, img.tokens_per_item, img.patches) == (29, 256, 73080)
+    assert t.item_budget() == 2496 and t.item_budget(frozenset({"video"})) == 280
+    from dataclasses import replace
+    # chunks of card / 10 / (630 x 4 x 10,240 x 8 B) frames: 72 on an H200 (72 + 24), 41 on an H100
+    h200 = replace(p, card_bytes=150_109_880_320, free_bytes=90 * 2**30)
+    assert t.forward_bytes(h200, 1) == 1_725_993_360
+    h100 = replace(p, card_bytes=85_017_493_504, free_bytes=29 * 2**30)
+    assert t.forward_bytes(h100, 1) == 1_083_226_410
+    assert t.forward_bytes(h100, 2) == t.forward_bytes(h100, 1)  # replicated: TP does not split it
+
+
+def test_gemma4_with_its_tower_needs_a_video_per_step(capsys):
+    # a prefix LM never splits an item: vLLM raises its own default to the 2,496-token video and refuses a smaller
+    # given --max-num-batched-tokens
+    from .cli_run import run
+
+    m = str(MODELS / "gemma-4-26b-a4b")
+    code, _, err = run(["predict", "--model", m, "--gpu", "h200", "--with-vision", "--max-num-batched-tokens", "2048"],
+                       capsys)
+    assert code == 2 and err.count("\n") == 1 and "2,496 tokens" in err
+    code, out, _ = run(["predict", "--model", m, "--gpu", "rtx4090", "--with-vision", "--json"], capsys)
+    assert code == 1 and json.loads(out)["inputs"]["max_num_batched_tokens"] == 2496  # 48 GiB: it does not start
+    code, out, _ = run(["predict", "--model", m, "--gpu", "h200", "--json"], capsys)  # the tower planned: off by default
+    assert code == 0 and json.loads(out)["inputs"]["language_model_only"] is True

@@ -122,7 +122,7 @@ def backend_for(d: Deployment) -> Backend:
     if prefix_lm_tower(d):
         # the backend that supports a prefix LM's bidirectional image attention (vllm_rules.mm_prefix_backend)
         name, support = d.rules.mm_prefix_backend
-        return replace(backend, name=name, variant="", cudagraph_support=support)
+        return replace(backend, name=name, variant="", cudagraph_support=a.vision.prefix_lm_cudagraph or support)
     if any(layer.mixer is not None and layer.kind is LayerKind.CHUNKED for layer in a.layers):
         # vLLM wraps a chunked-local layer's backend in one whose builder captures no CUDA graphs (0.26.0
         # chunked_local_attention.py): the lowest support over the groups decides, so no FULL graphs
@@ -157,6 +157,9 @@ def features(d: Deployment, w: WeightBytes | None = None) -> Features:
         sizes = (len(pw), max(pw), len(full), max(full, default=0))
         second_full = sorted(full)[-2] if len(full) > 1 else 0
     enc = a.vision.profile(d.max_num_batched_tokens, d.max_model_len, d.mm_off) if d.with_vision and a.vision else None
+    if enc:  # the card the encoder runs on, and what its CUDA context and the weights leave free of it
+        free = d.gpu.total_bytes - cuda_context(d.gpu).value - int(w.target) - int(w.mtp)
+        enc = replace(enc, card_bytes=d.gpu.total_bytes, free_bytes=max(free, 0))
     patches = enc.patches if enc else 0
     kept = kept_moe_workspace_bytes(d)
     return Features(

@@ -402,6 +402,20 @@ def batch_defaults(gpu: GPU, rules: VllmRules) -> tuple[int, int]:
     return rules.serve_defaults_huge if huge else rules.serve_defaults_big if big else rules.serve_defaults_small
 
 
+
+def _prefix_lm_step_tokens(a, flags: Flags, tokens: int, off: frozenset[str], lmo: bool) -> int:
+    """max_num_batched_tokens with a prefix LM's tower loaded: such a model never splits an item over steps
+    (platforms/cuda.py: disable_chunked_mm_input), so one profiled item must fit a step: vLLM raises a defaulted
+    value to it (engine/arg_utils.py) and refuses to start below a given one (said in one line)."""
+    if lmo or a.vision is None or not a.vision.prefix_lm or tokens >= (item := a.vision.item_budget(off)):
+        return tokens
+    if flags.max_num_batched_tokens:
+        what = next(m for m in (a.vision.profiled_modality, *a.vision.modalities) if m not in off)
+        raise UserError(f"{a.name}: vLLM refuses to start: one profiled {what} ({item:,} tokens) is above "
+                        f"--max-num-batched-tokens {tokens:,}, and with its tower this model never splits an item: "
+                        f"give at least {item:,}, or turn the item off with --limit-mm-per-prompt")
+    return item
+
 def _check_parallel_and_backend(a, flags: Flags, kv: str) -> None:
     """The tensor-parallel split every layer kind checks for itself, the compile state, a forced attention backend
     against the KV dtype."""
@@ -484,6 +498,7 @@ def resolve(model: ModelSource, gpu: GPU, rules: VllmRules, flags: Flags) -> Dep
     if not lmo and a.vision is not None and a.vision.prefix_lm and rules.mm_prefix_backend is None:
         raise UserError(f"{a.name}: with its {a.vision.name} tower vLLM {rules.version} picks another attention backend "
                         "(a multimodal prefix LM), measured on vLLM 0.33 only: pass --language-model-only or --vllm-version 0.33")
+    tokens = _prefix_lm_step_tokens(a, flags, tokens, off, lmo)
     defaults = [Defaulted(flag, text) for flag, given, text in (
         ("gpu_memory_utilization", flags.gpu_memory_utilization, f"GMU {gmu:.2f}"),
         ("max_num_seqs", flags.max_num_seqs, f"max_num_seqs {seqs}"),

@@ -190,7 +190,8 @@ RULES["0.33"] = replace(RULES["0.29"], version="0.33", align_block_multiple_hopp
                         # 4-bit AWQ layers load at their computed size (Qwen3.5-9B-AWQ + MTP 2: 10.56 GiB, 0.26.0: 10.66)
                         int4_group_load_extra_bytes=0.0, mla_workspace_seq_floor=False,
                         mm_prefix_backend=("TRITON_FLASH_ATTN", "NEVER"), sparse_mla=True,
-                        traced_towers=("SigLIP", "Qwen3-VL ViT", "Qwen2.5-VL ViT", "Llama 4 ViT", "Pixtral ViT"),
+                        traced_towers=("SigLIP", "Qwen3-VL ViT", "Qwen2.5-VL ViT", "Llama 4 ViT", "Pixtral ViT",
+                                       "Gemma 4 ViT"),
                         measured="vLLM 0.33.0 startups on H100 and 4x H200 (tests/fixtures/lab-vllm-0.33.0-*)",
                         description="vLLM 0.33.x, the current release (measured: 20 `vllm serve` startups of 0.33.0 on "
                         "H200s, torch 2.14.0)")

@@ -23,6 +23,11 @@ class EncoderProfile:
     items: int
     tokens_per_item: int
     patches: int
+    modality: str = "image"
+    # the card's total memory and what is free when the encoder runs (bytes; 0: not known), for a tower that sizes
+    # its encode loop by them (Gemma 4)
+    card_bytes: int = 0
+    free_bytes: int = 0
 
     @property
     def tokens(self) -> int:
@@ -68,6 +73,10 @@ class Tower(ABC):
         """The dummy batch of vLLM's encoder profiling (max_model_len bounds a video's frames; 0: not bounding), without
         the modalities `off` (--limit-mm-per-prompt at 0: only where profiles_without says it is modelled)."""
 
+    def item_budget(self, off: frozenset[str] = frozenset()) -> int:
+        """The tokens vLLM's encoder budget counts for one profiled item (without the modalities `off`)."""
+        return self.profile(0, 0, off).tokens_per_item
+
     def profiles_without(self, off: frozenset[str]) -> bool:
         """Whether its profile without the modalities `off` is modelled (its default item's is)."""
         return self.profiled_modality not in off
@@ -88,6 +97,10 @@ class Tower(ABC):
     def kept_bytes(self, p: EncoderProfile) -> int:
         """What the encoder's profiling leaves allocated after it (bytes; 0: nothing)."""
         return 0
+
+    # a prefix LM whose composite backend captures more than the version's rule says (vllm_rules.mm_prefix_backend):
+    # its CUDA-graph support ('' : the rule's)
+    prefix_lm_cudagraph: str = ""
 
     @property
     def prefix_lm(self) -> bool:
