@@ -29,7 +29,7 @@ def test_llama4_tower_weights_and_profile():
         p = t.profile(tokens)
         assert (p.items, p.tokens_per_item, p.patches) == (items, 2448, items * 17 * 577)
     p = t.profile(8192)
-    assert t.forward_bytes(p, 1) == 51 * 26_674_688  # tiles x (577 x 45,056 B at the rope + bf16 pixels)
+    assert t.forward_bytes(p, 1) == 51 * (577 * 33_792 + 677_376)  # tiles x (577 x the MLP's 33,792 B + bf16 pixels)
     assert t.held_bytes(p, 5120) == 3 * 2448 * 5120 * 2
 
 

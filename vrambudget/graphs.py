@@ -156,11 +156,12 @@ def sparse_mla_graph_estimate(f: Features, c: Coefficients) -> float:
 
 def v2_graph_kind(f: Features) -> str:
     """The coefficient that scales a kind of model's V2 graph estimate ('' for a dense model): MLA, else MXFP4
-    experts, else K and V heads of different dims (FLASH_ATTN_DIFFKV), else an MoE, else a multimodal prefix LM with
-    its tower (its PIECEWISE-only backend), else a language model fed by a loaded tower's embeddings."""
+    experts, else K and V heads of different dims (FLASH_ATTN_DIFFKV), else a multimodal prefix LM with its tower
+    (its prefix-LM backend, an MoE's too: Gemma 4 26B-A4B), else an MoE, else a language model fed by a loaded
+    tower's embeddings."""
     return ("cudagraph_v2_mla_factor" if f.mla_heads else "cudagraph_v2_mxfp4_factor" if f.mxfp4_moe_layers
-            else "cudagraph_v2_diffkv_factor" if f.diffkv else "cudagraph_v2_moe_factor" if f.moe
-            else "cudagraph_v2_prefix_lm_factor" if f.prefix_lm_tower
+            else "cudagraph_v2_diffkv_factor" if f.diffkv else "cudagraph_v2_prefix_lm_factor" if f.prefix_lm_tower
+            else "cudagraph_v2_moe_factor" if f.moe
             else "cudagraph_v2_tower_embeds_factor" if f.embeds_tower else "")
 
 

@@ -51,5 +51,6 @@ FAMILY = Family(
     model_types=("gemma4", "gemma4_text"),
     read=read,
     evidence="lab startups on vLLM 0.26.0 (H100: 31B and 26B-A4B, transformers 5.14.1 and 5.17); its vision tower "
-             "from vLLM 0.33.0's source",
+             "from vLLM 0.33.0's source, a 0.33.0 startup of 26B-A4B with it (H100: weights +1.07 GiB as planned, "
+             "activation as planned, available KV -0.09: the prefix-LM CUDA-graph factor's top)",
 )

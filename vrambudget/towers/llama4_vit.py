@@ -32,9 +32,10 @@ class Llama4ViT(Tower):
     text_hidden: int
     in_channels: int = 3
     name = "Llama 4 ViT"
-    peak_text = "tiles x (577 tokens x attention's rope tensors (fp32 and complex q / k) + bf16 pixels)"
-    evidence = ("Llama 4's ViT: its weights and encoder peak from vLLM 0.33.0's source (the forward replayed on the "
-                "CPU); no startup with it measured")
+    peak_text = "tiles x (577 tokens x a block's MLP tensors + bf16 pixels)"
+    evidence = ("Llama 4's ViT: its weights from vLLM 0.33.0's source; its encoder peak traced there and checked on "
+                "two 0.33.0 startups (Scout cut to 4 layers on an H100: the language model's peak at 8,192 tokens, "
+                "the tower's at 32,768, 0.15 GiB above the log)")
     traced = True
 
     @property
@@ -80,13 +81,15 @@ class Llama4ViT(Tower):
         return p.tokens * text_hidden * 2
 
     def forward_bytes(self, p: EncoderProfile, tp: int) -> int:
-        """A block past the first at its 2D rope (rotary_embedding/llama4_vision_rope.py): the encoder's input and
-        the block's (the caller's), the normed copy, qkv, fp32 copies of q and k, their complex products and the
-        bf16 results: 2 x (3 x hidden + 13 x hidden / TP) a token (45,056 B at TP 1, above the MLP's 33,792); at
-        TP > 1 the RowParallel layers' all-reduce outputs beside their inputs can be higher (from the source, not
-        measured). Beside it the pixels, normalized on the CPU in bf16 (Llama 4 does not normalize on the GPU)."""
+        """A block's MLP past the first: the encoder's input, the block's input and its residual, the normed copy,
+        fc1 and the GELU's output (per rank): 2 x (4 x hidden + 2 x intermediate / TP) a token, beside the pixels
+        (normalized on the CPU in bf16: Llama 4 does not normalize on the GPU). The source's 2D rope, replayed on
+        the CPU, peaks higher (fp32 and complex copies of q and k: 45,056 B a token at TP 1), but a 0.33.0 startup
+        rules that out: 221 tiles logged 4.00 GiB where the rope would be 5.49 and this 4.15 (an estimate,
+        lab-vllm-0.33.0-h100/vision/l4v-t32k). At TP > 1 the RowParallel layers' all-reduce outputs beside their
+        inputs can be higher (from the source, not measured)."""
         h, i = self.hidden, self.intermediate
-        per_token = max(2 * (3 * h + 13 * h // tp), 2 * (4 * h + 2 * i // tp))
+        per_token = 2 * (4 * h + 2 * i // tp)
         if tp > 1:
             per_token = max(per_token, 2 * (6 * h + i // tp), 2 * (5 * h + 6 * h // tp))
         tiles = p.patches // self.tokens_per_tile
