@@ -320,3 +320,54 @@ def test_qwen3_vl_with_images_off_is_profiled_with_its_dummy_video():
     assert (p.items, p.patches) == (2, 98304)
     assert a.vision.held_bytes(p, 4096) == 2 * 12288 * 4 * 4096 * 2
     assert a.vision.profile(8192, 262144).tokens_per_item == 16384  # the image where images are on
+
+
+@pytest.mark.parametrize("model, kwargs, items, tokens, patches", [
+    # Qwen2.5-VL: max_pixels 1,003,520 = 1,280 merged patches an image; the 14-frame video wins: 8,960 tokens
+    ("qwen2.5-vl-7b-instruct", {"max_pixels": 1003520}, 1, 8960, 35840),
+    # size's longest_edge is max_pixels where max_pixels is not given; min_pixels, fps, num_frames change nothing
+    ("qwen2.5-vl-7b-instruct", {"size": {"longest_edge": 1003520}, "min_pixels": 3136, "fps": 2}, 1, 8960, 35840),
+    # Qwen3-VL: the image's 1,003,520 // 32^2 = 980 tokens; 8 of them fit 8,192 batched tokens
+    ("qwen3-vl-8b-instruct", {"max_pixels": 1003520}, 8, 980, 8 * 3920),
+    # Gemma 3 with pan and scan: 4 crops beside the image, (4 + 1) x 256 tokens, 6 images at 8,192
+    ("gemma-3-4b-it", {"do_pan_and_scan": True}, 6, 1280, 6 * 5 * 4096),
+    ("gemma-3-4b-it", {"do_pan_and_scan": True, "pan_and_scan_max_num_crops": 1}, 32, 256, 32 * 4096),
+])
+def test_mm_processor_kwargs_size_the_profiled_items(model, kwargs, items, tokens, patches):
+    """vLLM 0.33's dummy items under --mm-processor-kwargs (/work/notes/mm-kwargs.md's source reading: qwen2_vl.py
+    _get_vision_size, qwen3_vl.py, gemma3_mm.py get_num_crops; transformers 5.17 gave Gemma 3 pixel_values
+    (5, 3, 896, 896))."""
+    fx = Path(__file__).resolve().parent / "fixtures" / "models" / model
+    t = arch_from_config(json.loads((fx / "config.json").read_text()), model).vision.with_processor_kwargs(kwargs)
+    p = t.profile(8192, 128000)
+    assert (p.items, p.tokens_per_item, p.patches) == (items, tokens, patches)
+
+
+def test_mm_processor_kwargs_reach_the_command_and_bad_ones_are_one_line(capsys):
+    from .cli_run import run
+
+    fx = Path(__file__).resolve().parent / "fixtures" / "models"
+    args = ["--model", str(fx / "qwen2.5-vl-7b-instruct"), "--gpu", "h100", "--with-vision"]
+    code, out, _ = run(["predict", *args, "--mm-processor-kwargs", '{"max_pixels": 1003520}', "--json"], capsys)
+    small = json.loads(out)
+    code2, out2, _ = run(["predict", *args, "--json"], capsys)
+    assert code == code2 == 0 and small["inputs"]["mm_processor_kwargs"] == {"max_pixels": 1003520}
+    assert json.loads(out2)["activation_bytes"] > 6 * small["activation_bytes"]  # the 14.9 GiB video, not 2.2
+    code, out, _ = run(["serve-cmd", *args, "--mm-processor-kwargs", '{"max_pixels": 1003520}'], capsys)
+    assert code == 0 and """--mm-processor-kwargs '{"max_pixels":1003520}'""" in out
+    for model, kwargs, said in (("gemma-3-4b-it", '{"foo": 1}', "foo not modelled for the SigLIP tower"),
+                                ("lab-llama-4-scout-4l-vis", '{"max_pixels": 1003520}', "not modelled"),
+                                ("qwen2.5-vl-7b-instruct", "[1]", "give a JSON object"),
+                                ("qwen2.5-vl-7b-instruct", '{"max_pixels": 10}', "at least 784"),
+                                ("qwen3-8b", '{"max_pixels": 1003520}', "no vision tower")):
+        code, _, err = run(["predict", "--model", str(fx / model), "--gpu", "h100", "--with-vision",
+                            "--mm-processor-kwargs", kwargs], capsys)
+        assert code == 2 and err.count("\n") == 1 and said in err, err
+
+
+def test_a_log_s_mm_processor_kwargs_are_read_with_it():
+    from vrambudget.logparse import flags_from_args, unmodelled_args
+
+    args = {"mm_processor_kwargs": {"max_pixels": 1003520}, "language_model_only": False}
+    assert flags_from_args(args)["mm_processor_kwargs"] == '{"max_pixels":1003520}'
+    assert unmodelled_args(args) == []  # planned with them now, no longer named as unmodelled

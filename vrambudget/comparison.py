@@ -95,9 +95,6 @@ def deployment_from_log(facts: LogFacts, model: str | None = None, gpu: GPU | No
     if facts.sampler == "flashinfer" and rules.sampler == "sort":  # 0.10.0-0.11.0 with FlashInfer installed
         rules = replace(rules, sampler="kernel")
     d = resolve(src, gpu_from_log(facts, gpu), rules, flags)
-    if d.with_vision and facts.args.get("mm_processor_kwargs") not in (None, {}, ""):
-        raise UserError("the log sets mm_processor_kwargs, which changes the items vLLM profiles the vision tower "
-                        "with; not modelled (the tower's profile is planned at the processor's defaults)")
     try:
         pp, dp = int(facts.args.get("pipeline_parallel_size", 1)), int(facts.args.get("data_parallel_size", 1))
     except (TypeError, ValueError):

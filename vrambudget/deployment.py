@@ -59,6 +59,8 @@ class Flags:
     language_model_only: bool | None = None  # None: on for multimodal checkpoints
     # vLLM's --limit-mm-per-prompt as (modality, items) pairs; () its default (999 of each)
     limit_mm_per_prompt: tuple[tuple[str, int], ...] = ()
+    # vLLM's --mm-processor-kwargs as compact JSON ('' : none): the processor settings that size the profiled items
+    mm_processor_kwargs: str = ""
     other_gpu_bytes: int = 0  # memory other processes hold on the GPU
     free_at_start_bytes: int | None = None  # the free memory vLLM sees at start, where known (its log's "Free memory on
     # device (X/Y GiB)"; a simulated card's): replaces total - CUDA context - other processes
@@ -197,6 +199,7 @@ class Deployment:
     prompt_lookup_min: int | None = None  # ngram's n-gram lengths where given (Flags)
     prompt_lookup_max: int | None = None
     mm_limits: tuple[tuple[str, int], ...] = ()  # --limit-mm-per-prompt as given (Flags.limit_mm_per_prompt)
+    mm_processor_kwargs: str = ""  # --mm-processor-kwargs as given, compact JSON (Flags.mm_processor_kwargs)
 
     @property
     def mm_off(self) -> frozenset[str]:
@@ -299,6 +302,8 @@ class Deployment:
             args.append("--language-model-only")
         elif self.mm_limits:
             args += ["--limit-mm-per-prompt", json.dumps(dict(self.mm_limits), separators=(",", ":"))]
+        if self.mm_processor_kwargs and not self.language_model_only:
+            args += ["--mm-processor-kwargs", self.mm_processor_kwargs]
         if self.attention_backend:
             args += ["--attention-backend", self.attention_backend]
         if self.gdn_prefill_backend and self.model.arch.gdn is not None:
@@ -335,6 +340,7 @@ class Deployment:
             "free_at_start_bytes": self.free_at_start_bytes, "expandable_segments": self.expandable_segments,
             "flashinfer_workspace_bytes": self.flashinfer_workspace_bytes,
             **({"limit_mm_per_prompt": dict(self.mm_limits)} if self.mm_limits else {}),
+            **({"mm_processor_kwargs": json.loads(self.mm_processor_kwargs)} if self.mm_processor_kwargs else {}),
         }
 
     def with_(self, **changes: Any) -> "Deployment":
@@ -401,6 +407,15 @@ def batch_defaults(gpu: GPU, rules: VllmRules) -> tuple[int, int]:
     huge = big and rules.huge_gpu_threshold_gib is not None and gpu.total_bytes >= rules.huge_gpu_threshold_gib * GiB
     return rules.serve_defaults_huge if huge else rules.serve_defaults_big if big else rules.serve_defaults_small
 
+
+
+def _with_processor_kwargs(model: ModelSource, kwargs: str) -> ModelSource:
+    """The model with its tower as vLLM profiles it under --mm-processor-kwargs (compact JSON)."""
+    a = model.arch
+    if a.vision is None:
+        raise UserError(f"{a.name} has no vision tower this tool plans: --mm-processor-kwargs sizes a tower's "
+                        "profiled items")
+    return replace(model, arch=replace(a, vision=a.vision.with_processor_kwargs(json.loads(kwargs))))
 
 
 def _prefix_lm_step_tokens(a, flags: Flags, tokens: int, off: frozenset[str], lmo: bool) -> int:
@@ -476,6 +491,9 @@ def resolve(model: ModelSource, gpu: GPU, rules: VllmRules, flags: Flags) -> Dep
     lmo = (a.is_multimodal and not a.extras.tower_unmodelled) if flags.language_model_only is None \
         else flags.language_model_only
     off = modalities_off(flags.limit_mm_per_prompt)
+    if flags.mm_processor_kwargs and not lmo:
+        model = _with_processor_kwargs(model, flags.mm_processor_kwargs)
+        a = model.arch
     if a.vision is not None and set(a.vision.modalities) <= off:
         lmo = True  # every modality of the tower at 0: vLLM skips it as --language-model-only does
     elif not lmo and a.vision is not None and a.vision.profiled_modality in off and not a.vision.profiles_without(off):
@@ -514,4 +532,4 @@ def resolve(model: ModelSource, gpu: GPU, rules: VllmRules, flags: Flags) -> Dep
                       lora=flags.lora, max_num_seqs_given=flags.max_num_seqs is not None,
                       gdn_prefill_backend=flags.gdn_prefill_backend, draft_model=draft_ref,
                       prompt_lookup_min=flags.prompt_lookup_min, prompt_lookup_max=flags.prompt_lookup_max,
-                      mm_limits=flags.limit_mm_per_prompt)
+                      mm_limits=flags.limit_mm_per_prompt, mm_processor_kwargs=flags.mm_processor_kwargs)

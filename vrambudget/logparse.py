@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import math
+import json
 import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -45,7 +46,6 @@ UNMODELLED_ARGS = {
     "enable_sleep_mode": "sleep mode (CuMem allocator)",
     "runner": "a pooling (embedding) runner",
     "convert": "a converted (pooling) model",
-    "mm_processor_kwargs": "processor options (the size of the items vLLM profiles the vision tower with)",
 }
 
 
@@ -631,6 +631,20 @@ def mm_limits(limits: dict[str, Any]) -> tuple[tuple[str, int], ...]:
     return tuple(out)
 
 
+def processor_kwargs(value: Any) -> str:
+    """--mm-processor-kwargs (JSON text, or the object a log states) as compact JSON with sorted keys ('' : none);
+    anything but a JSON object is one line."""
+    if value in (None, "", {}):
+        return ""
+    try:
+        kwargs = json.loads(value) if isinstance(value, str) else value
+    except json.JSONDecodeError:
+        kwargs = None
+    if not isinstance(kwargs, dict):
+        raise UserError(f"--mm-processor-kwargs {value!r}: give a JSON object, e.g. '{{\"max_pixels\": 1003520}}'")
+    return json.dumps(kwargs, sort_keys=True, separators=(",", ":"))
+
+
 def flags_from_args(args: dict[str, Any]) -> dict[str, Any]:
     """vLLM's non-default args -> the keyword arguments of `deployment.Flags` (what the log states); a value of
     the wrong type (an edited or damaged log) is a one-line error naming it."""
@@ -695,4 +709,6 @@ def _flags_from_args(args: dict[str, Any]) -> dict[str, Any]:
     limits = args.get("limit_mm_per_prompt")
     if isinstance(limits, dict) and limits:
         out["limit_mm_per_prompt"] = mm_limits(limits)
+    if args.get("mm_processor_kwargs") not in (None, {}, ""):
+        out["mm_processor_kwargs"] = processor_kwargs(args["mm_processor_kwargs"])
     return out

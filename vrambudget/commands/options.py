@@ -36,6 +36,7 @@ class DeploymentOptions:
     compile_cache: str = "cold"
     language_model_only: Optional[bool] = None
     limit_mm_per_prompt: Optional[str] = None
+    mm_processor_kwargs: Optional[str] = None
     vllm_version: Optional[str] = None
     other_gpu_usage: Optional[str] = None
     attention_backend: Optional[str] = None
@@ -116,6 +117,9 @@ OPTIONS: dict[str, Opt] = {o.name: o for o in (
     Opt("limit_mm_per_prompt", ("--limit-mm-per-prompt",), str, None, "vLLM's items a prompt may hold, as JSON, e.g. "
         "'{\"video\": 0}': a modality at 0 is not profiled (Qwen2.5-VL then profiles its tower with an image, not a "
         "video); every one at 0 is --language-model-only.", panel=P),
+    Opt("mm_processor_kwargs", ("--mm-processor-kwargs",), str, None, "vLLM's processor options, as JSON, that size "
+        "the items the tower is profiled with: max_pixels for Qwen2.5-VL / Qwen3-VL, do_pan_and_scan (and "
+        "pan_and_scan_max_num_crops) for Gemma 3; others are refused.", panel=P),
     Opt("vllm_version", ("--vllm-version",), str, None, "The vLLM you run, e.g. 0.20.2 (0.20.x and 0.26.x "
         "measured, 0.33.x too; 0.10-0.19 planned as 0.19 with 0.20's coefficients; 0.27-0.32 from source; others with the "
         "nearest older rules and a warning). "
@@ -304,11 +308,18 @@ def _flags(o: DeploymentOptions):
                   enable_prefix_caching=o.enable_prefix_caching, tensor_parallel_size=o.tensor_parallel_size,
                   compile_cache=o.compile_cache, language_model_only=o.language_model_only,
                   limit_mm_per_prompt=_limits(o.limit_mm_per_prompt),
+                  mm_processor_kwargs=_processor_kwargs(o.mm_processor_kwargs),
                   other_gpu_bytes=parse_size(o.other_gpu_usage, "--other-gpu-usage") if o.other_gpu_usage else 0,
                   attention_backend=backend, gdn_prefill_backend=gdn, draft_model=draft, lora=lora,
                   free_at_start_bytes=parse_size(o.free_memory, "--free-memory") if o.free_memory else None,
                   **lookup)
     return replace(flags, **environment())
+
+
+def _processor_kwargs(text: str | None) -> str:
+    from ..logparse import processor_kwargs
+
+    return processor_kwargs(text)
 
 
 def _limits(text: str | None) -> tuple[tuple[str, int], ...]:

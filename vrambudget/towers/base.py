@@ -10,7 +10,9 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
+from ..errors import UserError
 from ..layers.base import Tensor
 
 
@@ -46,6 +48,25 @@ def vit_block(prefix: str, hidden: int, mlp_width: int, norm_values: int, names:
     yield Tensor(mlp_out, mlp_width // (2 if mlp_in.endswith("gate_up_proj") else 1), hidden, bias=True, part="vision")
 
 
+QWEN_KWARGS = ("max_pixels", "min_pixels", "size", "fps", "num_frames")
+
+
+def qwen_max_pixels(tower: Tower, kwargs: dict[str, Any], default: int) -> int:
+    """A Qwen VL processor's max_pixels under --mm-processor-kwargs: max_pixels, else size's longest_edge, else
+    `default` (vLLM 0.33 qwen2_vl.py _get_vision_size: max_pixels beats size); the other keys it knows do not size
+    the profiled items (min_pixels is a floor; the dummies' frames come from max_model_len, not fps / num_frames)."""
+    tower._unknown_kwargs(kwargs, QWEN_KWARGS)
+    size = kwargs.get("size") or {}
+    if not isinstance(size, dict):
+        raise UserError("--mm-processor-kwargs: size must be an object, e.g. {\"longest_edge\": 1003520}")
+    value = kwargs.get("max_pixels", size.get("longest_edge", default))
+    unit = (tower.patch * tower.spatial_merge) ** 2
+    if isinstance(value, bool) or not isinstance(value, int) or value < unit:
+        raise UserError(f"--mm-processor-kwargs: max_pixels must be a whole number of pixels, at least {unit:,} (one "
+                        f"merged patch), not {value!r}")
+    return value
+
+
 def profile_items(max_num_batched_tokens: int, tokens_per_item: int) -> int:
     """Items of the dummy batch: the encoder budget (max(max_num_batched_tokens, one item's tokens),
     v1/core/encoder_cache_manager.py) over one item's tokens (multimodal/encoder_budget.py; with vLLM's default
@@ -72,6 +93,20 @@ class Tower(ABC):
                 off: frozenset[str] = frozenset()) -> EncoderProfile:
         """The dummy batch of vLLM's encoder profiling (max_model_len bounds a video's frames; 0: not bounding), without
         the modalities `off` (--limit-mm-per-prompt at 0: only where profiles_without says it is modelled)."""
+
+    def with_processor_kwargs(self, kwargs: dict[str, Any]) -> Tower:
+        """This tower as vLLM profiles it with --mm-processor-kwargs (the processor's settings that size the dummy
+        items); a key it does not model is refused in one line."""
+        if not kwargs:
+            return self
+        raise UserError(f"--mm-processor-kwargs: the {self.name} tower's profile with processor options is not "
+                        "modelled (its profile is planned at the processor's defaults)")
+
+    def _unknown_kwargs(self, kwargs: dict[str, Any], known: tuple[str, ...]) -> None:
+        unknown = sorted(set(kwargs) - set(known))
+        if unknown:
+            raise UserError(f"--mm-processor-kwargs: {', '.join(unknown)} not modelled for the {self.name} tower "
+                            f"(modelled: {', '.join(known)})")
 
     def item_budget(self, off: frozenset[str] = frozenset()) -> int:
         """The tokens vLLM's encoder budget counts for one profiled item (without the modalities `off`)."""

@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 from ..layers.base import Tensor
-from .base import EncoderProfile, Tower, profile_items, vit_block
+from .base import EncoderProfile, Tower, profile_items, qwen_max_pixels, vit_block
 
-IMAGE_TOKENS = 16_384  # the dummy image: max_pixels 12,845,056 // 28^2 patches of 2 x 2, factorised 128 x 128
+MAX_PIXELS = 12_845_056  # the image processor's max_pixels (public preprocessor_config.json)
 VIDEO_MAX_FRAMES = 14  # _MAX_FRAMES_PER_VIDEO
 
 
@@ -27,6 +28,7 @@ class Qwen25ViT(Tower):
     temporal_patch: int = 2
     spatial_merge: int = 2
     in_channels: int = 3
+    max_pixels: int = MAX_PIXELS  # the processor's (--mm-processor-kwargs max_pixels)
     name = "Qwen2.5-VL ViT"
     profiled_modality = "video"
     modalities = ("image", "video")
@@ -49,6 +51,16 @@ class Qwen25ViT(Tower):
         yield Tensor("visual.merger.mlp.0", merged, merged, bias=True, part="vision")
         yield Tensor("visual.merger.mlp.2", merged, self.out_hidden, bias=True, part="vision")
 
+    @property
+    def image_tokens(self) -> int:
+        """The dummy image's tokens: max_pixels over a merged patch's pixels (16,384 at 12,845,056: 3,584^2 px)."""
+        return self.max_pixels // (self.patch * self.spatial_merge) ** 2
+
+    def with_processor_kwargs(self, kwargs: dict[str, Any]) -> Qwen25ViT:
+        """max_pixels (or size's longest_edge) sizes the dummy image and the video's frames (vLLM 0.33 qwen2_vl.py
+        _get_vision_size); min_pixels, fps and num_frames do not change the profiled items."""
+        return replace(self, max_pixels=qwen_max_pixels(self, kwargs, self.max_pixels))
+
     def profile(self, max_num_batched_tokens: int, max_model_len: int = 0,
                 off: frozenset[str] = frozenset()) -> EncoderProfile:
         """A video of the most frames whose tokens fit max_model_len (pairs of frames of 16,384 tokens, at most 14
@@ -56,8 +68,8 @@ class Qwen25ViT(Tower):
         with videos off (--limit-mm-per-prompt '{"video": 0}') the image (Qwen2.5-VL-7B: 2.21 GiB of peak where the
         video gave 14.88, lab-vllm-0.33.0-h200/vision/q25vl-7b-img)."""
         pairs = 1 if "video" in off else min(VIDEO_MAX_FRAMES // self.temporal_patch,
-                                              (max_model_len or 2**31) // IMAGE_TOKENS)
-        tokens = max(pairs, 1) * IMAGE_TOKENS
+                                              (max_model_len or 2**31) // self.image_tokens)
+        tokens = max(pairs, 1) * self.image_tokens
         items = profile_items(max_num_batched_tokens, tokens)
         return EncoderProfile(items, tokens, items * tokens * self.spatial_merge ** 2)
 

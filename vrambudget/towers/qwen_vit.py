@@ -4,10 +4,11 @@ merger (Qwen3-VL: one more merger per deepstack level, and a buffer per level fo
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 from ..layers.base import Tensor
-from .base import EncoderProfile, Tower, profile_items, vit_block
+from .base import EncoderProfile, Tower, profile_items, qwen_max_pixels, vit_block
 
 # Qwen3.5 / Qwen3.6 image processor default (public preprocessor_config.json): longest edge 16,777,216 pixels,
 # 16-pixel patches merged 2 x 2, so vLLM profiles the encoder with images of 65,536 patches (16,384 tokens)
@@ -32,6 +33,8 @@ class QwenViT(Tower):
     spatial_merge: int
     num_position_embeddings: int
     deepstack: int = 0  # Qwen3-VL's deepstack mergers (len(deepstack_visual_indexes)): a patch merger each
+    image_max_pixels: int = MAX_IMAGE_PIXELS  # the processors' longest edges (--mm-processor-kwargs max_pixels)
+    video_max_pixels: int = MAX_VIDEO_PIXELS
     name = "Qwen3.5 ViT"
     modalities = ("image", "video")
     peak_text = "patches x (width + MLP width / TP)"
@@ -60,7 +63,7 @@ class QwenViT(Tower):
     def profile(self, max_num_batched_tokens: int, max_model_len: int = 0,
                 off: frozenset[str] = frozenset()) -> EncoderProfile:
         """Maximum-size images of 65,536 patches (16,384 tokens): one while max_num_batched_tokens is below that."""
-        patches = MAX_IMAGE_PIXELS // (self.patch * self.patch)
+        patches = self.image_max_pixels // (self.patch * self.spatial_merge) ** 2 * self.spatial_merge ** 2
         tokens = patches // (self.spatial_merge ** 2)
         items = profile_items(max_num_batched_tokens, tokens)
         return EncoderProfile(items, tokens, items * patches)
@@ -90,6 +93,15 @@ class Qwen3VLViT(QwenViT):
                 "startups with it (Qwen3-VL-8B, one and two profiling images: the language model's peak and the tower's)")
     traced = True
 
+    def with_processor_kwargs(self, kwargs: dict[str, Any]) -> Qwen3VLViT:
+        """max_pixels (or size's longest_edge) is both processors' longest edge: the image's and the whole
+        two-frame dummy video's (vLLM 0.33 qwen3_vl.py adds it to the video kwargs); the other keys do not size the
+        profiled items."""
+        if not kwargs:
+            return self
+        p = qwen_max_pixels(self, kwargs, self.image_max_pixels)
+        return replace(self, image_max_pixels=p, video_max_pixels=p)
+
     def profiles_without(self, off: frozenset[str]) -> bool:
         """With images off vLLM profiles its dummy video, which is modelled (profile); with both off nothing."""
         return "video" not in off
@@ -102,7 +114,7 @@ class Qwen3VLViT(QwenViT):
         an image's (vLLM 0.33.0 qwen3_vl.py _get_dummy_videos, get_max_video_tokens)."""
         if "image" not in off:
             return super().profile(max_num_batched_tokens, max_model_len, off)
-        tokens = MAX_VIDEO_PIXELS // self.temporal_patch // (self.patch * self.spatial_merge) ** 2
+        tokens = self.video_max_pixels // self.temporal_patch // (self.patch * self.spatial_merge) ** 2
         items = profile_items(max_num_batched_tokens, tokens)
         return EncoderProfile(items, tokens, items * tokens * self.spatial_merge ** 2)
 

@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
+from ..errors import UserError
 from ..layers.base import Tensor
 from .base import EncoderProfile, Tower, profile_items, vit_block
 
@@ -23,6 +25,7 @@ class Siglip(Tower):
     text_hidden: int
     tokens_per_image: int
     in_channels: int = 3
+    crops: int = 0  # pan and scan's crops of the dummy image beside it (--mm-processor-kwargs; off by default)
     name = "SigLIP"
     traced = True
     peak_text = "patches x (4 x width + 2 x MLP width / TP) x 2 B + pixels"
@@ -51,12 +54,25 @@ class Siglip(Tower):
         yield Tensor("multi_modal_projector.mm_input_projection_weight", h, self.text_hidden, linear=False,
                      part="vision")
 
+    def with_processor_kwargs(self, kwargs: dict[str, Any]) -> Siglip:
+        """do_pan_and_scan (and pan_and_scan_max_num_crops, 4 by default): vLLM's dummy image is image_size wide
+        and max_num_crops times as tall, which pan and scan cuts into that many crops beside the whole image
+        (gemma3_mm.py get_num_crops; transformers 5.17 gave pixel_values (5, 3, 896, 896)); fewer than 2: none."""
+        self._unknown_kwargs(kwargs, ("do_pan_and_scan", "pan_and_scan_max_num_crops"))
+        on, most = kwargs.get("do_pan_and_scan", False), kwargs.get("pan_and_scan_max_num_crops", 4)
+        if not isinstance(on, bool) or isinstance(most, bool) or not isinstance(most, int) or most < 0:
+            raise UserError("--mm-processor-kwargs: do_pan_and_scan is true or false and pan_and_scan_max_num_crops "
+                            f"a whole number, not {on!r} / {most!r}")
+        return replace(self, crops=most if on and most >= 2 else 0)
+
     def profile(self, max_num_batched_tokens: int, max_model_len: int = 0,
                 off: frozenset[str] = frozenset()) -> EncoderProfile:
-        """Images of `tokens_per_image` tokens (pan and scan off, vLLM's default: one crop), each of the full patch
-        grid: at 8,192 batched tokens 32 images of 4,096 patches."""
-        items = profile_items(max_num_batched_tokens, self.tokens_per_image)
-        return EncoderProfile(items, self.tokens_per_image, items * self.patches_per_image)
+        """Images of `tokens_per_image` tokens each of the full patch grid (pan and scan off, vLLM's default: at
+        8,192 batched tokens 32 images of 4,096 patches); with pan and scan, each crop and the whole image: (crops +
+        1) x both (4 crops: 1,280 tokens, 6 images at 8,192)."""
+        views = self.crops + 1
+        items = profile_items(max_num_batched_tokens, views * self.tokens_per_image)
+        return EncoderProfile(items, views * self.tokens_per_image, items * views * self.patches_per_image)
 
     def held_bytes(self, p: EncoderProfile, text_hidden: int) -> int:
         """The projected embeddings (tokens x text hidden, bf16). vLLM 0.33.0 on an H100: Gemma 3 4B's peak 3.59
@@ -70,7 +86,7 @@ class Siglip(Tower):
         it the batch's pixel values (bf16). vLLM 0.33.0 on an H200, Gemma 3 4B at 16,384 batched tokens (64 images,
         262,144 patches): 6.45 + 0.29 GiB; logged 6.74 (lab-vllm-0.33.0-h200/vision/g3-4b-t16k)."""
         per_patch = (4 * self.hidden + 2 * self.intermediate // tp) * 2
-        pixels = p.items * self.in_channels * self.image_size ** 2 * 2
+        pixels = p.patches // self.patches_per_image * self.in_channels * self.image_size ** 2 * 2
         return p.patches * per_patch + pixels
 
     @property
