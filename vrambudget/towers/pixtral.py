@@ -28,8 +28,10 @@ class Pixtral(Tower):
     in_channels: int = 3
     name = "Pixtral ViT"
     peak_text = "patches x (a block's MLP tensors + the patch embeddings and ln_pre output kept + uint8 pixels + rope)"
-    evidence = ("Mistral Small 3.x's Pixtral tower (Hugging Face format): its weights and encoder peak from vLLM "
-                "0.33.0's source; no startup with it measured")
+    evidence = ("Mistral Small 3.x's Pixtral tower, planned in the Hugging Face format (config.json): its weights and "
+                "encoder peak from vLLM 0.33.0's source, two 0.33.0 startups with it (its weights; the language model's "
+                "peak decided both); a repository that also ships params.json is loaded by `vllm serve` in Mistral's "
+                "own format unless --config-format hf is given, whose tower code is not traced")
     traced = True
 
     @property
