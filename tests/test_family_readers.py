@@ -217,6 +217,8 @@ def test_qwen2_5_vl_plans_its_tower_with_and_without_videos():
     ("qwen2.5-vl-7b-instruct", "video=0", "give a JSON object"),
     ("qwen2.5-vl-7b-instruct", '{"video": -1}', "a number of items, 0 or more"),
     ("qwen3.5-9b", '{"image": 0}', "its profile with the other items is not modelled"),
+    # vLLM's per-modality options size the dummy item (Gemma 4's frames, Qwen2.5-VL's): not modelled
+    ("gemma-4-26b-a4b", '{"video": {"count": 1, "num_frames": 8}}', "sets num_frames"),
 ])
 def test_limit_mm_per_prompt_refusals_are_one_line(capsys, model, limits, said):
     from .cli_run import run

@@ -623,6 +623,9 @@ def mm_limits(limits: dict[str, Any]) -> tuple[tuple[str, int], ...]:
     """vLLM's --limit-mm-per-prompt ({"video": 0} or {"image": {"count": 2, ...}}) as (modality, items) pairs."""
     out = []
     for modality, v in sorted(limits.items()):
+        if isinstance(v, dict) and set(v) - {"count"}:
+            raise UserError(f"--limit-mm-per-prompt: {modality!r} sets {', '.join(sorted(set(v) - {'count'}))}, which "
+                            "changes the dummy item vLLM profiles the tower with; not modelled (give a count alone)")
         n = v.get("count") if isinstance(v, dict) else v
         if not isinstance(modality, str) or isinstance(n, bool) or not isinstance(n, int) or n < 0:
             raise UserError(f"--limit-mm-per-prompt: {modality!r} must be a number of items, 0 or more (or "
