@@ -408,7 +408,6 @@ def batch_defaults(gpu: GPU, rules: VllmRules) -> tuple[int, int]:
     return rules.serve_defaults_huge if huge else rules.serve_defaults_big if big else rules.serve_defaults_small
 
 
-
 def _with_processor_kwargs(model: ModelSource, kwargs: str) -> ModelSource:
     """The model with its tower as vLLM profiles it under --mm-processor-kwargs (compact JSON)."""
     a = model.arch
@@ -430,6 +429,7 @@ def _prefix_lm_step_tokens(a, flags: Flags, tokens: int, off: frozenset[str], lm
                         f"--max-num-batched-tokens {tokens:,}, and with its tower this model never splits an item: "
                         f"give at least {item:,}, or turn the item off with --limit-mm-per-prompt")
     return item
+
 
 def _check_parallel_and_backend(a, flags: Flags, kv: str) -> None:
     """The tensor-parallel split every layer kind checks for itself, the compile state, a forced attention backend

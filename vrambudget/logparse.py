@@ -4,8 +4,8 @@ figure it prints, and how it ended. Pure text parsing; tested on real logs."""
 from __future__ import annotations
 
 import ast
-import math
 import json
+import math
 import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -634,17 +634,24 @@ def mm_limits(limits: dict[str, Any]) -> tuple[tuple[str, int], ...]:
     return tuple(out)
 
 
+def json_object(value: Any, flag: str, what: str, example: str) -> dict[str, Any]:
+    """A flag that takes vLLM's JSON object (JSON text, or the object a log states); anything else is one line
+    naming `what` it should hold and an `example`."""
+    try:
+        obj = json.loads(value) if isinstance(value, str) else value
+    except json.JSONDecodeError:
+        obj = None
+    if not isinstance(obj, dict):
+        raise UserError(f"{flag} {value!r}: give a JSON object{what}, e.g. '{example}'")
+    return obj
+
+
 def processor_kwargs(value: Any) -> str:
     """--mm-processor-kwargs (JSON text, or the object a log states) as compact JSON with sorted keys ('' : none);
     anything but a JSON object is one line."""
     if value in (None, "", {}):
         return ""
-    try:
-        kwargs = json.loads(value) if isinstance(value, str) else value
-    except json.JSONDecodeError:
-        kwargs = None
-    if not isinstance(kwargs, dict):
-        raise UserError(f"--mm-processor-kwargs {value!r}: give a JSON object, e.g. '{{\"max_pixels\": 1003520}}'")
+    kwargs = json_object(value, "--mm-processor-kwargs", "", '{"max_pixels": 1003520}')
     return json.dumps(kwargs, sort_keys=True, separators=(",", ":"))
 
 

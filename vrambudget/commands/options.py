@@ -317,6 +317,7 @@ def _flags(o: DeploymentOptions):
 
 
 def _processor_kwargs(text: str | None) -> str:
+    """--mm-processor-kwargs's JSON, compact (logparse.processor_kwargs; a bad one: one line)."""
     from ..logparse import processor_kwargs
 
     return processor_kwargs(text)
@@ -326,19 +327,9 @@ def _limits(text: str | None) -> tuple[tuple[str, int], ...]:
     """--limit-mm-per-prompt's JSON as (modality, items) pairs (vLLM's own format; a bad one: one line)."""
     if not text:
         return ()
-    import json
+    from ..logparse import json_object, mm_limits
 
-    from ..errors import UserError
-    from ..logparse import mm_limits
-
-    try:
-        limits = json.loads(text)
-    except json.JSONDecodeError:
-        limits = None
-    if not isinstance(limits, dict):
-        raise UserError(f"--limit-mm-per-prompt {text!r}: give a JSON object of items per modality, e.g. "
-                        '\'{"video": 0}\'')
-    return mm_limits(limits)
+    return mm_limits(json_object(text, "--limit-mm-per-prompt", " of items per modality", '{"video": 0}'))
 
 
 def _cards(o: DeploymentOptions, flags) -> tuple:

@@ -36,16 +36,17 @@ class EncoderProfile:
         return self.items * self.tokens_per_item
 
 
-def vit_block(prefix: str, hidden: int, mlp_width: int, norm_values: int, names: tuple[str, ...]) -> Iterator[Tensor]:
+def vit_block(prefix: str, hidden: int, mlp_width: int, norm_values: int, names: tuple[str, ...],
+              bias: bool = True) -> Iterator[Tensor]:
     """One pre-norm ViT block as vLLM builds it (part "vision"): its norms' values, the fused qkv and the output
-    projection with biases, and an MLP of `mlp_width` (a gated one's gate and up together) back to hidden, biases too;
-    `names` = (norms, qkv, proj, MLP in, MLP out) as the tower's module names them."""
+    projection, and an MLP of `mlp_width` (a gated one's gate and up together) back to hidden, each linear with a
+    bias unless `bias` is False; `names` = (norms, qkv, proj, MLP in, MLP out) as the tower's module names them."""
     norms, qkv, proj, mlp_in, mlp_out = (f"{prefix}.{n}" for n in names)
     yield Tensor(norms, norm_values, 1, linear=False, part="vision")
-    yield Tensor(qkv, hidden, 3 * hidden, bias=True, part="vision")
-    yield Tensor(proj, hidden, hidden, bias=True, part="vision")
-    yield Tensor(mlp_in, hidden, mlp_width, bias=True, part="vision")
-    yield Tensor(mlp_out, mlp_width // (2 if mlp_in.endswith("gate_up_proj") else 1), hidden, bias=True, part="vision")
+    yield Tensor(qkv, hidden, 3 * hidden, bias=bias, part="vision")
+    yield Tensor(proj, hidden, hidden, bias=bias, part="vision")
+    yield Tensor(mlp_in, hidden, mlp_width, bias=bias, part="vision")
+    yield Tensor(mlp_out, mlp_width // (2 if mlp_in.endswith("gate_up_proj") else 1), hidden, bias=bias, part="vision")
 
 
 QWEN_KWARGS = ("max_pixels", "min_pixels", "size", "fps", "num_frames")
@@ -116,9 +117,11 @@ class Tower(ABC):
         """Whether its profile without the modalities `off` is modelled (its default item's is)."""
         return self.profiled_modality not in off
 
-    @abstractmethod
     def held_bytes(self, p: EncoderProfile, text_hidden: int) -> int:
-        """Bytes alive from the encoder's run while the language model's dummy run peaks."""
+        """Bytes alive from the encoder's run while the language model's dummy run peaks: the projected embeddings
+        (tokens x text hidden, bf16), one output viewed per item; the pixels die with the encoder's call (Model Runner
+        V2's mm/encoder_runner.py). A tower that keeps more says so."""
+        return p.tokens * text_hidden * 2
 
     def forward_bytes(self, p: EncoderProfile, tp: int) -> int:
         """The tower's forward peak over the profile batch (bytes per rank), from vLLM's source; 0 where it is not

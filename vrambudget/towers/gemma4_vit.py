@@ -15,6 +15,7 @@ VIDEO_FRAMES = 32  # gemma4_mm.py _VIDEO_MAX_FRAMES
 FRAME_SOFT_TOKENS = 70  # gemma4_mm.py _VIDEO_MAX_SOFT_TOKENS: a frame's budget (and 2 + 6 tokens beside it)
 FRAME_EXTRA_TOKENS = 8
 CHUNK_TABLE_BYTES = 4 * 8  # the encode loop sizes its chunks by patches x 4 x position_embedding_size x 8 B
+POSITION_ID_BYTES = 32  # a patch's pixel_position_ids on the GPU (int64, gemma4_mm.py)
 
 
 @dataclass(frozen=True)
@@ -86,10 +87,6 @@ class Gemma4ViT(Tower):
     def profiles_without(self, off: frozenset[str]) -> bool:
         return not {"image", "video"} <= off
 
-    def held_bytes(self, p: EncoderProfile, text_hidden: int) -> int:
-        """The embeddings (real tokens x text hidden, bf16); nothing of the tower stays."""
-        return p.tokens * text_hidden * 2
-
     def forward_bytes(self, p: EncoderProfile, tp: int) -> int:
         """The encode loop runs the batch in chunks of min(free / 2, card / 10) / (padded patches x 4 x
         position_embedding_size x 8 B) frames or images (the whole batch where the card is not known); the peak is a
@@ -103,8 +100,9 @@ class Gemma4ViT(Tower):
         padded = self._grid(FRAME_SOFT_TOKENS if video else self.image_tokens)[0]
         units = p.patches // padded  # frames or images
         h, i = self.hidden, self.intermediate
-        per_patch = 2 * (4 * h + 3 * i) + padded + 1 + 4 * self.head_dim + (0 if video else 1569)
-        whole = 3 * self.patch ** 2 * 2 + 32 + (1 if video else 0)
+        pixels_ids = 3 * self.patch ** 2 * 2 + POSITION_ID_BYTES  # bf16 pixels and their position ids, a patch
+        whole = pixels_ids + (1 if video else 0)  # a video's padding positions too
+        per_patch = 2 * (4 * h + 3 * i) + padded + 1 + 4 * self.head_dim + (0 if video else pixels_ids + 1)
         budget = min(p.free_bytes // 2, p.card_bytes // 10) if p.card_bytes else 0
         chunk = max(1, budget // (padded * CHUNK_TABLE_BYTES * self.position_size)) if budget else units
         peak, done = 0, 0

@@ -75,11 +75,6 @@ class Llama4ViT(Tower):
         items = profile_items(max_num_batched_tokens, tokens)
         return EncoderProfile(items, tokens, items * tiles * self.tokens_per_tile)
 
-    def held_bytes(self, p: EncoderProfile, text_hidden: int) -> int:
-        """The projected embeddings (tokens x text hidden, bf16): one projector output, viewed per image; the pixels
-        die with the encoder's call (Model Runner V2's mm/encoder_runner.py)."""
-        return p.tokens * text_hidden * 2
-
     def forward_bytes(self, p: EncoderProfile, tp: int) -> int:
         """A block's MLP past the first: the encoder's input, the block's input and its residual, the normed copy,
         fc1 and the GELU's output (per rank): 2 x (4 x hidden + 2 x intermediate / TP) a token, beside the pixels

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ..layers.base import Tensor
-from .base import EncoderProfile, Tower, profile_items
+from .base import EncoderProfile, Tower, profile_items, vit_block
 
 
 @dataclass(frozen=True)
@@ -52,12 +52,9 @@ class Pixtral(Tower):
         yield Tensor("vision_tower.patch_conv", self.in_channels * self.patch ** 2, h, linear=False, part="vision")
         yield Tensor("vision_tower.ln_pre", h, 1, linear=False, part="vision")
         for n in range(self.layers):
-            p = f"vision_tower.transformer.layers.{n}"
-            yield Tensor(f"{p}.norms", 2 * h, 1, linear=False, part="vision")
-            yield Tensor(f"{p}.attention.qkv_proj", h, 3 * h, part="vision")
-            yield Tensor(f"{p}.attention.o_proj", h, h, part="vision")
-            yield Tensor(f"{p}.feed_forward.gate_up_proj", h, 2 * i, part="vision")
-            yield Tensor(f"{p}.feed_forward.down_proj", i, h, part="vision")
+            yield from vit_block(f"vision_tower.transformer.layers.{n}", h, 2 * i, 2 * h,
+                                 ("norms", "attention.qkv_proj", "attention.o_proj", "feed_forward.gate_up_proj",
+                                  "feed_forward.down_proj"), bias=False)
         yield Tensor("multi_modal_projector.norm", h, 1, linear=False, part="vision")
         yield Tensor("multi_modal_projector.patch_merger.merging_layer", h * self.merge ** 2, h, part="vision")
         yield Tensor("multi_modal_projector.linear_1", h, self.text_hidden, part="vision")
@@ -70,10 +67,6 @@ class Pixtral(Tower):
         pixel_values (1, 3, 1540, 1540), 3,025 [IMG])."""
         items = profile_items(max_num_batched_tokens, self.tokens_per_image)
         return EncoderProfile(items, self.tokens_per_image, items * self.patches_per_image)
-
-    def held_bytes(self, p: EncoderProfile, text_hidden: int) -> int:
-        """The projected embeddings (tokens x text hidden, bf16); the pixels die with the encoder's call."""
-        return p.tokens * text_hidden * 2
 
     def forward_bytes(self, p: EncoderProfile, tp: int) -> int:
         """A block's MLP past the first: its input, the attention's output, the residual, the normed copy and
