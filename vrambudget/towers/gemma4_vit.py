@@ -37,7 +37,9 @@ class Gemma4ViT(Tower):
     modalities = ("image", "video")
     peak_text = "a chunk of frames x padded patches x (a block's MLP tensors + its attention mask row) + pixels"
     evidence = ("Gemma 4's vision tower: its weights and encoder peak (chunked by the card's memory) from vLLM "
-                "0.33.0's source and transformers 5.17's, the forward replayed on the CPU; no startup with it measured")
+                "0.33.0's source and transformers 5.17's, the forward replayed on the CPU; one 0.33.0 startup with it "
+                "(26B-A4B on an H100: its weights as planned; the language model's peak decided, so the tower's own "
+                "peak is not checked)")
     traced = True
     # its sliding layers clamp a bidirectional span to the window, so the prefix-LM backend's routing captures uniform
     # single-token decode batches in FULL graphs (v1/attention/backends/composite.py), where Gemma 3's captures none
