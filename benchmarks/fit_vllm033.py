@@ -142,6 +142,7 @@ def main() -> None:
 
     mla_graphs()
     sparse_mla_graphs()
+    tower_graph_factors()
 
 
 FIT = ("dsv3-s64.log", "dsv3-t8k-mml4k.log", "dsv3-s512.log", "dsv3-d-cold.log")
@@ -206,6 +207,38 @@ def sparse_mla_graphs() -> None:
     mean = statistics.mean(bases)
     print(f"  base {mean:.0f} B ({mean / GiB:.3f} GiB), residuals "
           + ", ".join(f"{(mean - b) / GiB:+.3f}" for b in bases) + " GiB")
+
+
+# the logs behind the vision models' V2 graph factors (vllm-0.33.json: tower embeds, prefix LM, Gemma 4 26B-A4B)
+FACTOR_LOGS = [("lab-vllm-0.33.0-h100/vision/q3vl-8b-vis", "qwen3-vl-8b-instruct"),
+               ("lab-vllm-0.33.0-h200/vision/q3vl-8b-lmo", "qwen3-vl-8b-instruct"),
+               ("lab-vllm-0.33.0-h100/vision/q25vl-7b-vis", "qwen2.5-vl-7b-instruct"),
+               ("lab-vllm-0.33.0-h200/vision/q25vl-7b-lmo", "qwen2.5-vl-7b-instruct"),
+               ("lab-vllm-0.33.0-h100/vision/m3-vis", "lab-mistral-small-3.1-24b-instruct-2503"),
+               ("lab-vllm-0.33.0-h200/vision/m3-lmo", "lab-mistral-small-3.1-24b-instruct-2503"),
+               ("lab-vllm-0.33.0-h100/vision/g3-27b-vis", "gemma-3-27b-it"),
+               ("lab-vllm-0.33.0-h100/vision/g3-4b-vis", "gemma-3-4b-it"),
+               ("lab-vllm-0.33.0-h100/vision/g4-vis", "gemma-4-26b-a4b"),
+               ("lab-vllm-0.33.0-h200/vision/g4-lmo", "gemma-4-26b-a4b")]
+
+
+def tower_graph_factors() -> None:
+    """The vision models' logged V2 graph estimate over the dense figures (graphs.cudagraph_estimate_v2 without a
+    kind's factor), with their tower and without: where the factors in vllm-0.33.json come from."""
+    from dataclasses import replace
+
+    from vrambudget.coefficients import load
+    from vrambudget.graphs import cudagraph_estimate_v2
+
+    print("== the vision models' V2 graph estimate over the dense figures")
+    c = load("0.33")
+    for log, model in FACTOR_LOGS:
+        facts = parse_log((ROOT / "tests" / "fixtures" / f"{log}.log").read_text())
+        feats = features(deployment_from_log(facts, f"tests/fixtures/models/{model}"))
+        dense = cudagraph_estimate_v2(replace(feats, embeds_tower=False, prefix_lm_tower=False, moe=False,
+                                              model_graph_factor=""), c)
+        print(f"  {log:44} logged {facts.cudagraph_estimate_gib:.2f} GiB, the dense figures {dense / GiB:.3f}: "
+              f"x{facts.cudagraph_estimate_gib * GiB / dense:.3f}")
 
 
 if __name__ == "__main__":

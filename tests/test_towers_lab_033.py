@@ -40,7 +40,8 @@ def test_mistral_dummy_load_ties_its_lm_head():
     assert (real - lab) == 131072 * 5120 * 2 and f.weights_gib == 43.51
     r = rows("vision", "m3-vis")
     assert r["activation peak"][1] == 1.90 and abs(r["activation peak"][3]) <= 0.03
-    assert r["CUDA graph estimate"][1] == 1.04 and -0.45 <= r["available KV cache"][3] <= 0  # the graph factor's top
+    # the tower changes nothing in the graph estimate (1.04 without it too: h200/vision/m3-lmo)
+    assert r["CUDA graph estimate"][1] == 1.04 and -0.15 <= r["available KV cache"][3] <= 0
 
 
 def test_llama4_tower_peaks_at_its_mlp_not_its_rope():
@@ -58,4 +59,5 @@ def test_gemma4_tower_weights_and_backend():
     text = (LAB / "vision" / "g4-vis.log").read_text()
     assert "Using TRITON_FLASH_ATTN attention backend" in text and "Capturing CUDA graphs (FULL)" in text
     r = rows("vision", "g4-vis")
-    assert abs(r["activation peak"][3]) <= 0.02 and -0.15 <= r["available KV cache"][3] <= 0  # the prefix-LM factor's top
+    assert abs(r["activation peak"][3]) <= 0.02 and abs(r["available KV cache"][3]) <= 0.15
+    assert r["CUDA graph estimate"][1] == 0.41 and abs(r["CUDA graph estimate"][3]) <= 0.01  # Gemma 4's own factor

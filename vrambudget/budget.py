@@ -174,6 +174,7 @@ def features(d: Deployment, w: WeightBytes | None = None) -> Features:
         encoder_held_bytes=a.vision.held_bytes(enc, a.hidden_size) if enc else 0,
         encoder_forward_bytes=a.vision.forward_bytes(enc, d.tp) if enc else 0, prefix_lm_tower=prefix_lm_tower(d),
         encoder_kept_bytes=a.vision.kept_bytes(enc) if enc else 0, embeds_tower=bool(enc) and not prefix_lm_tower(d),
+        tower_graph_factor=a.vision.graph_factor if enc else "", model_graph_factor=a.extras.graph_factor,
         diffkv=a.diffkv, mla_split_bytes_per_seq=mla_split_bytes_per_seq(d, backend), second_full=second_full,
         fa3_splits=backend.name == "FLASH_ATTN_MLA" or (backend.name == "FLASH_ATTN" and backend.variant == "FA3"),
         sparse_mla_bytes_per_seq=sparse_decode_bytes_per_seq(_sparse_mla(a), d.tp, d.max_model_len, d.mla_fp8_ds)

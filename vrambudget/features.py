@@ -40,6 +40,10 @@ class Features:
     encoder_kept_bytes: int = 0  # what the encoder's profiling leaves allocated (counted as kept, not transient)
     prefix_lm_tower: bool = False  # a multimodal prefix LM with its tower: vLLM's prefix-LM attention backend
     embeds_tower: bool = False  # any other tower loaded: the language model's graphs take the tower's embeddings
+    # the coefficient scaling V2's graph estimate while that tower is loaded ('' : measured as the language model's alone)
+    tower_graph_factor: str = "cudagraph_v2_tower_embeds_factor"
+    # a family's own measured V2 graph factor, where its kind's (MoE, prefix LM) does not hold ('' : none)
+    model_graph_factor: str = ""
     diffkv: bool = False  # attention whose V head dim differs from K's (vLLM's FLASH_ATTN_DIFFKV backend)
     # MLA on FLASH_ATTN_MLA under FULL graphs: FA3's split-KV buffer a decode sequence holds (32 splits x heads per
     # rank x kv_lora_rank x fp32; 0 elsewhere) and the second-largest FULL batch (graphs.mla_graph_estimate)

@@ -156,13 +156,14 @@ def sparse_mla_graph_estimate(f: Features, c: Coefficients) -> float:
 
 def v2_graph_kind(f: Features) -> str:
     """The coefficient that scales a kind of model's V2 graph estimate ('' for a dense model): MLA, else MXFP4
-    experts, else K and V heads of different dims (FLASH_ATTN_DIFFKV), else a multimodal prefix LM with its tower
-    (its prefix-LM backend, an MoE's too: Gemma 4 26B-A4B), else an MoE, else a language model fed by a loaded
-    tower's embeddings."""
+    experts, else K and V heads of different dims (FLASH_ATTN_DIFFKV), else the model's own where its family measured
+    one (Gemma 4 26B-A4B: with its tower and without), else a multimodal prefix LM with its tower (its prefix-LM
+    backend), else an MoE, else the loaded tower's (Tower.graph_factor: '' where its embeddings were measured to
+    change nothing)."""
     return ("cudagraph_v2_mla_factor" if f.mla_heads else "cudagraph_v2_mxfp4_factor" if f.mxfp4_moe_layers
-            else "cudagraph_v2_diffkv_factor" if f.diffkv else "cudagraph_v2_prefix_lm_factor" if f.prefix_lm_tower
-            else "cudagraph_v2_moe_factor" if f.moe
-            else "cudagraph_v2_tower_embeds_factor" if f.embeds_tower else "")
+            else "cudagraph_v2_diffkv_factor" if f.diffkv else f.model_graph_factor if f.model_graph_factor
+            else "cudagraph_v2_prefix_lm_factor" if f.prefix_lm_tower else "cudagraph_v2_moe_factor" if f.moe
+            else f.tower_graph_factor if f.embeds_tower else "")
 
 
 def v2_graph_factor(f: Features, c: Coefficients) -> float:

@@ -35,6 +35,9 @@ class ModelExtras:
     # model_executor/models/config.py 'Overriding max cuda graph capture size'); None: vLLM's default rule
     cudagraph_capture_max: int | None = None
     tower_unmodelled: str = ""  # a vision tower vLLM loads that is not modelled: --language-model-only is required
+    # the coefficient of this model's own V2 CUDA-graph estimate, where its kind's (MoE, prefix LM) was measured not
+    # to hold ('' : its kind's)
+    graph_factor: str = ""
 
 
 @dataclass(frozen=True)

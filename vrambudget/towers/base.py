@@ -84,6 +84,9 @@ class Tower(ABC):
     traced: bool = False  # its peak traced in one vLLM's source (vllm_rules.traced_towers): refused elsewhere
     profiled_modality: str = "image"  # the item vLLM profiles it with at its defaults (the most tokens per item)
     modalities: tuple[str, ...] = ("image",)  # the items it embeds (all at 0 in --limit-mm-per-prompt: not loaded)
+    # the coefficient that scales the language model's V2 CUDA-graph estimate while it is loaded ('' : measured as the
+    # language model's alone)
+    graph_factor: str = "cudagraph_v2_tower_embeds_factor"
 
     @abstractmethod
     def tensors(self) -> Iterator[Tensor]:

@@ -1,0 +1,61 @@
+"""Vision models and sparse MLA against vLLM 0.33.0 startups on an H200 (tests/fixtures/lab-vllm-0.33.0-h200, plan
+h200x4-0.33.0-issue46g; predictions committed before the run): Mistral Small 3.1 with its Pixtral tower and without,
+Gemma 4 26B-A4B without its tower, --mm-processor-kwargs for Qwen2.5-VL and Gemma 3, GLM-5 at 256 seqs held out.
+Figures are the logs' own."""
+
+from pathlib import Path
+
+import pytest
+
+from vrambudget import predict
+from vrambudget.comparison import compare_file
+
+HERE = Path(__file__).resolve().parent
+LAB = HERE / "fixtures" / "lab-vllm-0.33.0-h200"
+MODELS = {"m3": "lab-mistral-small-3.1-24b-instruct-2503", "g4": "gemma-4-26b-a4b", "q25vl": "qwen2.5-vl-7b-instruct",
+          "g3": "gemma-3-4b-it", "glm5": "lab-glm-5-4l", "q3vl": "qwen3-vl-8b-instruct"}
+
+
+def rows(folder: str, tag: str) -> dict:
+    model = str(HERE / "fixtures" / "models" / MODELS[tag.split("-")[0]])
+    return {r[0]: r for r in compare_file(LAB / folder / f"{tag}.log", model=model).rows}
+
+
+def test_pixtral_tower_leaves_the_graph_estimate_as_the_language_models():
+    # with the tower (H100) and without (H200) vLLM estimates 1.04 GiB: the Pixtral tower takes no graph factor
+    r = rows("vision", "m3-lmo")
+    assert r["CUDA graph estimate"][1] == 1.04 and abs(r["CUDA graph estimate"][3]) <= 0.08
+    assert abs(r["available KV cache"][3]) <= 0.15
+    kw = dict(model=str(HERE / "fixtures" / "models" / MODELS["m3"]), gpu="h200", vllm_version="0.33.0")
+    assert predict(**kw, language_model_only=False).json["cudagraph_bytes"] == \
+        predict(**kw, language_model_only=True).json["cudagraph_bytes"]
+
+
+def test_pixtral_tower_peak_decides_where_the_language_model_is_small():
+    # eager, 16 seqs, 1,024 batched tokens: one 12,100-patch image profiled alone; the tower's traced peak (0.45
+    # planned) is above the language model's forward (0.21 logged without the tower)
+    without, with_tower = rows("vision", "m3-lmo-e"), rows("vision", "m3-vis-e")
+    assert without["activation peak"][1] == 0.21 and with_tower["activation peak"][1] == 0.43
+    assert abs(with_tower["activation peak"][3]) <= 0.03 and abs(with_tower["available KV cache"][3]) <= 0.05
+    assert abs(without["available KV cache"][3]) <= 0.05
+
+
+def test_gemma4_graph_estimate_is_its_own_with_or_without_the_tower():
+    r = rows("vision", "g4-lmo")  # FA4 here, TRITON_FLASH_ATTN with the tower: 0.41 both (h100/vision/g4-vis)
+    assert r["CUDA graph estimate"][1] == 0.41 and abs(r["CUDA graph estimate"][3]) <= 0.01
+    assert r["weights (incl. drafter)"][1] == 47.47 and abs(r["available KV cache"][3]) <= 0.05
+
+
+@pytest.mark.parametrize("tag, peak", [("q25vl-mpk", 2.15), ("g3-pas", 3.59)])
+def test_mm_processor_kwargs_size_the_profiled_items(tag, peak):
+    # Qwen2.5-VL max_pixels 1,003,520: one 14-frame video of 8,960 tokens (the default video gives 14.81 GiB);
+    # Gemma 3 pan and scan: 4 crops beside each image, 6 images of 1,280 tokens at 8,192 batched tokens
+    r = rows("vision", tag)
+    assert r["activation peak"][1] == peak and abs(r["activation peak"][3]) <= 0.02
+    assert abs(r["available KV cache"][3]) <= 0.15
+
+
+def test_sparse_mla_graph_estimate_held_out_at_256_seqs():
+    r = rows("families", "glm5-s256")  # the base was fitted at 1,024 seqs
+    assert r["CUDA graph estimate"][1] == 2.48 and abs(r["CUDA graph estimate"][3]) <= 0.07
+    assert abs(r["available KV cache"][3]) <= 0.15
