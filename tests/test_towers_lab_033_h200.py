@@ -59,3 +59,31 @@ def test_sparse_mla_graph_estimate_held_out_at_256_seqs():
     r = rows("families", "glm5-s256")  # the base was fitted at 1,024 seqs
     assert r["CUDA graph estimate"][1] == 2.48 and abs(r["CUDA graph estimate"][3]) <= 0.07
     assert abs(r["available KV cache"][3]) <= 0.15
+
+
+@pytest.mark.parametrize("folder, tag, peak", [("lab-vllm-0.33.0-h200", "m3-lmo-t32k", 6.87),
+                                               ("lab-vllm-0.33.0-h100", "m3-t32k", 7.16),
+                                               ("lab-vllm-0.33.0-h200", "q3vl-vid-t32k", 3.75)])
+def test_compiled_forward_peaks_at_the_mlp_activation(folder, tag, peak):
+    # 32,768 batched tokens: the compiled forward's MLP (attention output + two residuals + gate-up + activation)
+    # decides, with the profiled items' embeddings held beside it (10 images; Qwen3-VL: 2 dummy videos, their tower
+    # 3.25 below); the fitted per-width term gave 7.44 / 7.73 / 2.79 + 0.75
+    model = str(HERE / "fixtures" / "models" / MODELS[tag.split("-")[0]])
+    r = {x[0]: x for x in compare_file(HERE / "fixtures" / folder / "vision" / f"{tag}.log", model=model).rows}
+    assert r["activation peak"][1] == peak and abs(r["activation peak"][3]) <= 0.01
+    assert abs(r["available KV cache"][3]) <= 0.08
+
+
+def test_compiled_forward_trace_is_the_layers_own():
+    import json
+
+    from vrambudget.families import arch_from_config
+
+    def arch(name):
+        return arch_from_config(json.loads((HERE / "fixtures" / "models" / name / "config.json").read_text()), name)
+
+    a = arch(MODELS["m3"])
+    assert a.compiled_forward_bytes(32768, 2) == 32768 * 2 * (32 * 128 + 2 * 5120 + 3 * 32768)
+    assert a.compiled_forward_bytes(32768, 2, first_stage=False) == 32768 * 2 * (32 * 128 + 5120 + 3 * 32768)
+    gemma = arch("gemma-3-27b-it")  # four norms a layer: not traced
+    assert gemma.compiled_forward_bytes(32768, 2) == 0

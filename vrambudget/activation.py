@@ -16,6 +16,8 @@ def forward_peak(f: Features, c: Coefficients) -> float:
     cold compile peaks as a warm one (vLLM 0.29.0, Qwen3.8-27B with its tower, cold: 1.89 GiB, the encoder's peak,
     where the copy alone would be 2.34)."""
     forward = c["activation_per_token_width_bytes"] * f.tokens * f.mlp_width / f.tp
+    if f.compiled_forward_bytes and not f.eager:  # traced where the version reads it (VllmRules.compiled_forward_traced)
+        forward = float(f.compiled_forward_bytes)
     if f.tp > 1 and f.eager:  # a tensor-parallel rank's eager forward holds more (measured on 0.26.0 only)
         forward += c.get("activation_tp_eager_extra_bytes", 0.0)
     if f.moe and f.moe_workspace_bytes < 0:  # older records: the measured extra that stood for the MoE scratch

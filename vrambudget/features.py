@@ -90,6 +90,9 @@ class Features:
     # an eager forward's dense-MLP peak over max_num_batched_tokens, bytes per rank (ModelArch.mlp_forward_bytes;
     # 0 under CUDA graphs, where the fitted terms alone stand)
     mlp_forward_bytes: int = 0
+    # a compiled forward's dense-MLP peak over max_num_batched_tokens, bytes (ModelArch.compiled_forward_bytes, where
+    # the version traces it: VllmRules.compiled_forward_traced; 0 elsewhere, where the fitted per-width term stands)
+    compiled_forward_bytes: int = 0
     # the budget counts what stays allocated after profiling (vLLM 0.27+, VllmRules.runner_buffers_in_budget): a kept
     # fused-MoE scratch is then among the kept buffers, and the profiled peak is the transient above it
     consumed_budget: bool = False

@@ -91,6 +91,9 @@ class VllmRules:
     runner_buffers_in_budget: bool = False
     # 0.33: Model Runner V2's dummy sampler adds a pass with real sampling parameters on an fp32 copy of the logits
     v2_sampler_fp32_pass: bool = False
+    # the compiled forward's dense-MLP peak traced in the source (ModelArch.compiled_forward_bytes) in place of the
+    # fitted per-width term (0.33: Mistral Small 3.1 and Qwen3-VL-8B at 32,768 tokens)
+    compiled_forward_traced: bool = False
     # Whether Mamba 'align' mode asserts block_size <= max_num_batched_tokens (config/vllm.py validate_block_size,
     # 0.19.1-0.26.0; removed in 0.27.1)
     align_block_assert: bool = True
@@ -186,7 +189,7 @@ RULES["0.29"] = replace(RULES["0.28"], version="0.29", reserved_null_blocks=1, v
                         "graphs estimated into the budget, one null block kept back; not measured, public 0.29.0 "
                         "logs in the corpus)", covers="0.32")
 RULES["0.33"] = replace(RULES["0.29"], version="0.33", align_block_multiple_hopper=64, align_hopper_extra_blocks=1,
-                        v2_sampler_fp32_pass=True, covers="", uniform_decode_capture=True, ngram_tokens_on_gpu=True,
+                        v2_sampler_fp32_pass=True, compiled_forward_traced=True, covers="", uniform_decode_capture=True, ngram_tokens_on_gpu=True,
                         # 4-bit AWQ layers load at their computed size (Qwen3.5-9B-AWQ + MTP 2: 10.56 GiB, 0.26.0: 10.66)
                         int4_group_load_extra_bytes=0.0, mla_workspace_seq_floor=False,
                         mm_prefix_backend=("TRITON_FLASH_ATTN", "NEVER"), sparse_mla=True,

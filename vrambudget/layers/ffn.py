@@ -27,6 +27,11 @@ class DenseMLP:
         yield Tensor(f"{p}.up_proj", h, i, bias=self.bias, part=part)
         yield Tensor(f"{p}.down_proj", i, h, bias=self.bias, part=part)
 
+    def compiled_forward_bytes(self, tokens: int, tp: int, act_bytes: int) -> int:
+        """The MLP's own tensors at its activation inside a compiled piece (vLLM 0.33, custom ops off: the native
+        SiluAndMul), per rank: the gate-up (or up) projection's output beside the activation's."""
+        return tokens * act_bytes * ((2 if self.gated else 1) + 1) * self.intermediate // tp
+
     @property
     def width(self) -> int:
         """Intermediate width a token goes through (the forward's activation scale)."""
