@@ -219,7 +219,8 @@ FACTOR_LOGS = [("lab-vllm-0.33.0-h100/vision/q3vl-8b-vis", "qwen3-vl-8b-instruct
                ("lab-vllm-0.33.0-h100/vision/g3-27b-vis", "gemma-3-27b-it"),
                ("lab-vllm-0.33.0-h100/vision/g3-4b-vis", "gemma-3-4b-it"),
                ("lab-vllm-0.33.0-h100/vision/g4-vis", "gemma-4-26b-a4b"),
-               ("lab-vllm-0.33.0-h200/vision/g4-lmo", "gemma-4-26b-a4b")]
+               ("lab-vllm-0.33.0-h200/vision/g4-lmo", "gemma-4-26b-a4b"),
+               ("lab-vllm-0.33.0-h200/vision/g4-lmo-s128", "gemma-4-26b-a4b")]
 
 
 def tower_graph_factors() -> None:

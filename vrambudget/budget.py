@@ -177,6 +177,7 @@ def features(d: Deployment, w: WeightBytes | None = None) -> Features:
         tower_graph_factor=a.vision.graph_factor if enc else "", model_graph_factor=a.extras.graph_factor,
         diffkv=a.diffkv, mla_split_bytes_per_seq=mla_split_bytes_per_seq(d, backend), second_full=second_full,
         fa3_splits=backend.name == "FLASH_ATTN_MLA" or (backend.name == "FLASH_ATTN" and backend.variant == "FA3"),
+        full_graph_buffers=not (backend.name == "TRITON_FLASH_ATTN" or backend.variant == "FA4"),
         sparse_mla_bytes_per_seq=sparse_decode_bytes_per_seq(_sparse_mla(a), d.tp, d.max_model_len, d.mla_fp8_ds)
         if a.uses_sparse_mla and not d.enforce_eager else 0,
         speculative=d.spec_tokens > 0, sampler_sort=d.rules.sampler == "sort", architecture=d.gpu.architecture or "",

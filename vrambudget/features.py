@@ -52,6 +52,10 @@ class Features:
     # FA3 (FLASH_ATTN / FLASH_ATTN_MLA on Hopper) under FULL graphs: its split-KV buffers exist up to 992 decode
     # sequences only (graphs.FA3_SPLIT_MAX_SEQS)
     fa3_splits: bool = False
+    # V2's FULL graphs hold the per-token buffers its dense fit measured (FA3 on every fitted log); False for the
+    # backends measured without them (FA4, TRITON_FLASH_ATTN: Gemma 4 26B-A4B on Hopper), where the PIECEWISE part
+    # alone is the dense estimate
+    full_graph_buffers: bool = True
     # sparse MLA under FULL graphs: what a decode sequence's eager warm-up leaves in torch's cache (graphs.
     # sparse_mla_graph_estimate; 0 elsewhere)
     sparse_mla_bytes_per_seq: int = 0

@@ -105,15 +105,19 @@ def cudagraph_estimate_v2(f: Features, c: Coefficients) -> float:
     graph captures one piece a layer); per FULL graph the
     largest FULL batch x hidden x a measured figure (its buffers grow with the batch); per drafter graph (MTP: its
     prefill graphs, PIECEWISE and FULL) a measured figure. Fitted on the dense and hybrid startups of the 0.33.0
-    lab (profiles/coefficients/vllm-0.33.json). Where one log measured a kind of model against this (MoE, MXFP4
-    experts, MLA, tensor parallel ranks), its ratio scales the estimate, an estimate with that coefficient's band."""
+    lab (profiles/coefficients/vllm-0.33.json), every one on FA3; FA4 and TRITON_FLASH_ATTN's FULL graphs were
+    measured without the per-token term (Gemma 4 26B-A4B at 128 and 1,024 seqs: the PIECEWISE part alone gives
+    0.30 and 0.44 GiB, logged 0.27 and 0.41 x 2; with it 0.33 and 0.73). Where logs measured a kind of model
+    against this (MoE, MXFP4 experts, MLA, tensor parallel ranks), its ratio scales the estimate, an estimate with
+    that coefficient's band."""
     if f.mla_split_bytes_per_seq and "cudagraph_v2_mla_base_bytes" in c.items:
         return mla_graph_estimate(f, c)[0]
     if f.sparse_mla_bytes_per_seq and "cudagraph_v2_sparse_mla_base_bytes" in c.items:
         return sparse_mla_graph_estimate(f, c)
     n_pw, _largest_pw, n_full, largest_full = f.graph_sizes
     est = (c["cudagraph_v2_per_pw_graph_layer_bytes"] * n_pw * f.layers
-           + c["cudagraph_v2_full_per_token_hidden_bytes"] * n_full * largest_full * f.hidden
+           + (c["cudagraph_v2_full_per_token_hidden_bytes"] * n_full * largest_full * f.hidden
+              if f.full_graph_buffers else 0.0)
            + (c["cudagraph_v2_drafter_per_graph_bytes"] * (n_pw + n_full) if f.drafter_graphs else 0.0))
     return est * v2_graph_factor(f, c) + c.get("cudagraph_offset_bytes", 0.0)
 
