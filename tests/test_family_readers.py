@@ -194,7 +194,8 @@ def test_qwen3_vl_plans_its_text_model_and_its_tower(capsys):
                             ("lab-vllm-0.33.0-h200/vision/q3vl-8b-t32k.log", 4.33)):
         rows = {r[0]: r for r in compare_file(fx / log, model=m).rows}
         assert rows["activation peak"][1] == activation and abs(rows["activation peak"][3]) <= 0.02
-        assert abs(rows["available KV cache"][3]) <= 0.06, rows["available KV cache"]
+        # the graph estimate's band top (+0.10) less the tower's load holes, now counted (0.02)
+        assert abs(rows["available KV cache"][3]) <= 0.07, rows["available KV cache"]
 
 
 def test_qwen2_5_vl_plans_its_tower_with_and_without_videos():

@@ -47,14 +47,15 @@ def test_the_profiling_batch_is_the_encoder_budget_in_images():
     assert (tower.profile(16_384).items, tower.profile(100).items) == (64, 1)
 
 
-@pytest.mark.parametrize("path,activation,bound", [(H100 / "g3-4b-vis.log", 3.59, 0.02),
+@pytest.mark.parametrize("path,activation,bound", [(H100 / "g3-4b-vis.log", 3.59, 0.05),
                                                    (H100 / "g3-27b-vis.log", 3.68, 0.12),
-                                                   (H200 / "g3-4b-t16k.log", 6.74, 0.02)])
+                                                   (H200 / "g3-4b-t16k.log", 6.74, 0.05)])
 def test_startups_with_the_tower(path, activation, bound):
     """At 8,192 tokens the language model's peak + the held embeddings decides (4B: 3.55 without the tower); at
     16,384 the tower's own forward does (64 images: 6.45 GiB of blocks + 0.29 of pixels; traced in the source after
     the log was read, not held out).
-    The encoder runner's inputs_embeds buffer (tokens x hidden) is kept: non-torch + kept within 0.03. The 27B's
+    The encoder runner's inputs_embeds buffer (tokens x hidden) and the tower's load holes (0.03 GiB:
+    model/allocator.load_holes_bytes) are kept: non-torch + kept within 0.03. The 27B's
     text model loads 0.09 GiB more than modelled with or without the tower (vision/g3-27b-lmo): +0.11 of KV."""
     rows = _rows(path)
     assert rows["activation peak"][1] == activation and abs(rows["activation peak"][3]) <= 0.01

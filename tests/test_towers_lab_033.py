@@ -47,7 +47,7 @@ def test_mistral_dummy_load_ties_its_lm_head():
 def test_llama4_tower_peaks_at_its_mlp_not_its_rope():
     r = rows("vision", "l4v-t32k")  # 13 images, 221 tiles of 577 tokens: the tower decides
     assert r["activation peak"][1] == 4.00 and 0 <= r["activation peak"][3] <= 0.16
-    assert abs(r["available KV cache"][3]) <= 0.02
+    assert abs(r["available KV cache"][3]) <= 0.04  # with the tower's load holes (0.04 GiB) kept
     r = rows("vision", "l4v-d")  # 3 images: the language model decides
     assert abs(r["activation peak"][3]) <= 0.02 and abs(r["available KV cache"][3]) <= 0.16
 

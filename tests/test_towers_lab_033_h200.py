@@ -119,3 +119,31 @@ def test_gemma3_forward_at_32k_keeps_the_fitted_term():
                                        model=str(HERE / "fixtures" / "models" / "gemma-3-27b-it")).rows}
     assert r["activation peak"][1] == 4.84 and 0 <= r["activation peak"][3] <= 0.05
     assert abs(r["available KV cache"][3]) <= 0.05
+
+
+def test_tower_load_holes_replayed_on_a_gpu():
+    # each tower's weights allocated in build order on an H200 under max_split_size_mb:20: the holes torch kept
+    # reserved are the planned ones, to the byte (tests/fixtures/alloc-replay-h200)
+    import json
+
+    from vrambudget.families import arch_from_config
+    from vrambudget.model.allocator import load_holes_bytes
+
+    replay = json.loads((HERE / "fixtures" / "alloc-replay-h200" / "alloc-replay.json").read_text())
+    assert len(replay) == 7
+    for name, row in replay.items():
+        cfg = json.loads((HERE / "fixtures" / "models" / name / "config.json").read_text())
+        sizes = list(arch_from_config(cfg, name).vision.allocations(1))
+        assert sum(sizes) == row["requested"] and load_holes_bytes(sizes, 20 << 20) == row["holes"], name
+    assert replay["qwen2.5-vl-7b-instruct"]["holes"] == 91_546_112
+
+
+@pytest.mark.parametrize("folder, tag, kept", [("lab-vllm-0.33.0-h100", "q25vl-7b-vis", 0.93),
+                                               ("lab-vllm-0.33.0-h200", "q25vl-7b-img", 0.88),
+                                               ("lab-vllm-0.33.0-h200", "q25vl-mpk", 0.86)])
+def test_qwen25vl_keeps_its_towers_load_holes(folder, tag, kept):
+    # 0.09 GiB more kept with the tower than the plan had before its load holes (87 MiB) were counted
+    r = {x[0]: x for x in compare_file(HERE / "fixtures" / folder / "vision" / f"{tag}.log",
+                                       model=str(HERE / "fixtures" / "models" / MODELS["q25vl"])).rows}
+    assert r["non-torch + kept buffers"][1] == kept and abs(r["non-torch + kept buffers"][3]) <= 0.02
+    assert abs(r["available KV cache"][3]) <= 0.06

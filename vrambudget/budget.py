@@ -20,11 +20,12 @@ from .layers.mla import chunked_prefill_workspace_tokens
 from .layers.sparse_mla import SparseMLA, sparse_decode_bytes_per_seq
 from .model.arch import ModelArch
 from .model.checkpoint import weights_from_tensors
+from .model.allocator import load_holes_bytes
 from .model.lora import lora_buffer_bytes
 from .coefficients import Coefficients
 from .deployment import Deployment, kv_backend_class
 from .hardware.facts import Backend, Fact, attention_backend, backend_named, cuda_context, int4_load, mla_backend
-from .units import dtype_bytes
+from .units import MiB, dtype_bytes
 from .model.weights import WeightBytes, replicated_on_ranks, weights_from_config
 from .features import Features
 from .graphs import cudagraph_estimate, cudagraph_sizes, graph_mode
@@ -354,8 +355,20 @@ def v2_runner_buffers(d: Deployment) -> int:
     embeds = 0
     if d.with_vision and a.vision is not None and d.pp_first:
         embeds = d.max_num_batched_tokens * a.hidden_size * dtype_bytes(a.dtype) + a.vision.kept_bytes(
-            a.vision.profile(d.max_num_batched_tokens, d.max_model_len, d.mm_off))
+            a.vision.profile(d.max_num_batched_tokens, d.max_model_len, d.mm_off)) + tower_load_holes_bytes(d)
     return 4 * r * v + 4 * r * words + 4 * r * q * words + 18_000 * r + 13 * d.max_num_batched_tokens + ngram + embeds
+
+
+def tower_load_holes_bytes(d: Deployment) -> int:
+    """What loading the vision tower's weights leaves reserved and unallocated (model/allocator.load_holes_bytes: it
+    is built before the language model, whose weights of 1 MiB or less or 20 MiB or more fill none of its holes);
+    counted among what loading consumed (0 where the version loads without a max_split_size, or without the tower).
+    Qwen2.5-VL-7B 87 MiB: its three 0.33.0 logs with the tower keep 0.09 GiB more than the plan had
+    (lab-vllm-0.33.0-h*/vision/q25vl-*)."""
+    a = d.model.arch
+    if not (d.with_vision and a.vision is not None and d.rules.weights_load_max_split_mib):
+        return 0
+    return load_holes_bytes(a.vision.allocations(d.tp, dtype_bytes(a.dtype)), d.rules.weights_load_max_split_mib * MiB)
 
 
 def budget(d: Deployment, c: Coefficients, w: WeightBytes | None = None, f: Features | None = None) -> Budget:

@@ -94,6 +94,11 @@ class VllmRules:
     # the compiled forward's dense-MLP peak traced in the source (ModelArch.compiled_forward_bytes) in place of the
     # fitted per-width term (0.33: Mistral Small 3.1 and Qwen3-VL-8B at 32,768 tokens)
     compiled_forward_traced: bool = False
+    # vLLM loads the weights under this max_split_size (MiB; 0: the user's allocator settings), which leaves holes in
+    # the segments of a tower's mid-size weights (model/allocator.load_holes_bytes): v1/worker/gpu_worker.py load_model
+    # (0.26.0 and 0.33.0 source); planned from 0.33, where the towers are traced (before it their fitted figures, from
+    # logs that held these holes, stand for them: a public 0.29.0 Qwen3.8-27B log's consumed memory is met without)
+    weights_load_max_split_mib: int = 0
     # Whether Mamba 'align' mode asserts block_size <= max_num_batched_tokens (config/vllm.py validate_block_size,
     # 0.19.1-0.26.0; removed in 0.27.1)
     align_block_assert: bool = True
@@ -189,7 +194,8 @@ RULES["0.29"] = replace(RULES["0.28"], version="0.29", reserved_null_blocks=1, v
                         "graphs estimated into the budget, one null block kept back; not measured, public 0.29.0 "
                         "logs in the corpus)", covers="0.32")
 RULES["0.33"] = replace(RULES["0.29"], version="0.33", align_block_multiple_hopper=64, align_hopper_extra_blocks=1,
-                        v2_sampler_fp32_pass=True, compiled_forward_traced=True, covers="", uniform_decode_capture=True, ngram_tokens_on_gpu=True,
+                        v2_sampler_fp32_pass=True, compiled_forward_traced=True, weights_load_max_split_mib=20,
+                        covers="", uniform_decode_capture=True, ngram_tokens_on_gpu=True,
                         # 4-bit AWQ layers load at their computed size (Qwen3.5-9B-AWQ + MTP 2: 10.56 GiB, 0.26.0: 10.66)
                         int4_group_load_extra_bytes=0.0, mla_workspace_seq_floor=False,
                         mm_prefix_backend=("TRITON_FLASH_ATTN", "NEVER"), sparse_mla=True,

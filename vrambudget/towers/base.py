@@ -126,6 +126,16 @@ class Tower(ABC):
         V2's mm/encoder_runner.py). A tower that keeps more says so."""
         return p.tokens * text_hidden * 2
 
+    def allocations(self, tp: int, dtype_bytes: int = 2) -> Iterator[int]:
+        """Its weights' allocations in the order vLLM builds them, bytes per rank: each tensor (the linears split over
+        the ranks), then its bias."""
+        for t in self.tensors():
+            split = tp if t.linear and not t.replicated else 1
+            for _ in range(t.count):
+                yield t.in_f * t.out_f * (t.dtype_bytes or dtype_bytes) // split
+                if t.bias:
+                    yield t.out_f * (t.dtype_bytes or dtype_bytes) // split
+
     def forward_bytes(self, p: EncoderProfile, tp: int) -> int:
         """The tower's forward peak over the profile batch (bytes per rank), from vLLM's source; 0 where it is not
         traced and the version's fitted encoder coefficients stand for it."""

@@ -43,13 +43,11 @@ class QwenViT(Tower):
                 "size assumed 16,777,216 pixels)")
 
     def tensors(self) -> Iterator[Tensor]:
+        """In vLLM's build order: the patch embedding, the position table, the mergers, then the blocks."""
         h = self.hidden
         yield Tensor("visual.patch_embed", self.in_channels * self.temporal_patch * self.patch * self.patch, h,
                      bias=True, linear=False, part="vision")
         yield Tensor("visual.pos_embed", self.num_position_embeddings, h, linear=False, part="vision")
-        for i in range(self.depth):
-            yield from vit_block(f"visual.blocks.{i}", h, self.intermediate, 4 * h,
-                                 ("norms", "attn.qkv", "attn.proj", "mlp.linear_fc1", "mlp.linear_fc2"))
         merged = h * self.spatial_merge ** 2
         yield Tensor("visual.merger.norm", 2 * h, 1, linear=False, part="vision")
         yield Tensor("visual.merger.linear_fc1", merged, merged, bias=True, part="vision")
@@ -59,6 +57,9 @@ class QwenViT(Tower):
             yield Tensor(f"visual.deepstack_merger_list.{i}.linear_fc1", merged, merged, bias=True, part="vision")
             yield Tensor(f"visual.deepstack_merger_list.{i}.linear_fc2", merged, self.out_hidden, bias=True,
                          part="vision")
+        for i in range(self.depth):  # built after the mergers (vLLM 0.33 qwen3_vl.py Qwen3_VisionTransformer)
+            yield from vit_block(f"visual.blocks.{i}", h, self.intermediate, 4 * h,
+                                 ("norms", "attn.qkv", "attn.proj", "mlp.linear_fc1", "mlp.linear_fc2"))
 
     def profile(self, max_num_batched_tokens: int, max_model_len: int = 0,
                 off: frozenset[str] = frozenset()) -> EncoderProfile:
