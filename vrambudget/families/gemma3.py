@@ -77,6 +77,7 @@ FAMILY = Family(
     read=read,
     evidence="vLLM 0.26.0 source (gemma3.py, gemma3_mm.py); a lab startup on vLLM 0.26.0 (H100: Gemma 3 27B's text "
              "model, eager: 0.15 GiB more load and 0.11 more peak than modelled, so +0.26 GiB of KV); vLLM 0.33.0 "
-             "startups with the SigLIP tower (4B and 27B on an H100, 4B at 16,384 batched tokens on an H200) and "
-             "without (--language-model-only, 4B on an H100, 27B on an H200)",
+             "startups with the SigLIP tower (4B and 27B on an H100, 4B at 16,384 batched tokens and with pan and "
+             "scan on an H200) and without (--language-model-only, 4B on an H100, 27B on an H200 and at 32,768 "
+             "batched tokens)",
 )

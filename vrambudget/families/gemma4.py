@@ -53,6 +53,7 @@ FAMILY = Family(
     model_types=("gemma4", "gemma4_text"),
     read=read,
     evidence="lab startups on vLLM 0.26.0 (H100: 31B and 26B-A4B, transformers 5.14.1 and 5.17); its vision tower "
-             "from vLLM 0.33.0's source, a 0.33.0 startup of 26B-A4B with it (H100: weights +1.07 GiB as planned, "
-             "activation as planned, available KV -0.09: the prefix-LM CUDA-graph factor's top)",
+             "from vLLM 0.33.0's source, 0.33.0 startups of 26B-A4B with it (H100: weights +1.07 GiB as planned, "
+             "activation as planned, available KV +0.06) and without (--language-model-only, H200: +0.02 at 1,024 "
+             "seqs, +0.05 at 128; its CUDA-graph estimate its own, the same with either backend)",
 )

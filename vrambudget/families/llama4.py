@@ -68,5 +68,5 @@ FAMILY = Family(
              "vLLM 0.26.0 (H100: Scout's text model cut to 4 layers; at its 10M-token default max_model_len the block "
              "tables, 10 GiB, left too little to allocate the KV cache, which predict plans); vLLM 0.33.0 startups with "
              "its vision tower (H100, the text model cut to 4 layers: 8,192 and 32,768 batched tokens, available KV "
-             "+0.15 and 0.00 GiB)"
+             "+0.12 and -0.03 GiB)"
 )

@@ -54,6 +54,7 @@ FAMILY = Family(
     evidence="vLLM 0.33.0 source (mistral3.py, pixtral.py); the text model is the GQA family's Mistral decoder; the "
              "config is a content copy of Mistral-Small-3.1-24B-Instruct-2503's (tests/fixtures/models/"
              "mistral-small-3.1-24b-instruct-2503/SOURCE.md); vLLM 0.33.0 startups with the tower (H100, dummy "
-             "weights: available KV -0.44 and -0.98 GiB at 8,192 and 32,768 batched tokens, conservative: the "
-             "CUDA-graph factor's top and the dense forward's fitted term)",
+             "weights: available KV -0.07 at 8,192 and 32,768 batched tokens; the Pixtral tower's own peak deciding, "
+             "eager at 1,024 tokens on an H200: +0.01) and without (--language-model-only, H200: -0.07 at 8,192 and "
+             "32,768, -0.02 eager)",
 )

@@ -47,5 +47,6 @@ FAMILY = Family(
     evidence="vLLM 0.33.0 source (qwen2_5_vl.py); the text model is the GQA family's Qwen2 decoder: lab startups on "
              "vLLM 0.33.0 of Qwen2.5-VL-7B with --language-model-only (H200: +0.09 GiB of KV, its weights within 0.03 with "
              "M-RoPE's cache of 4 x max_position rows) and with the tower (H100 profiled with a 14-frame video, H200 "
-             "with one image: its encoder peak traced in the source)",
+             "with one image and with --mm-processor-kwargs max_pixels: its encoder peak traced in the source, "
+             "available KV within +0.05, its weights' allocator holes replayed on a GPU)",
 )

@@ -15,5 +15,6 @@ FAMILY = Family(
     read=read_decoder,
     evidence="vLLM 0.33.0 source (qwen3_vl.py, qwen3_vl_moe.py); the text model is the GQA family's Qwen3 decoder; lab "
              "startups on vLLM 0.33.0 of Qwen3-VL-8B with --language-model-only (H200: +0.02 GiB of KV) and with the "
-             "tower (H100 at 8,192 batched tokens, H200 at 32,768: its encoder peak traced in the source)",
+             "tower (H100 at 8,192 batched tokens, H200 at 32,768, and its dummy video with images off at both: its "
+             "encoder peak traced in the source, available KV within 0.06)",
 )

@@ -93,6 +93,7 @@ def families_table() -> tuple[dict[str, Any], str]:
                      disable_numparse=True, maxcolwidths=[34, 44, 70]),
             "Any other architecture is refused in one line (its layers' memory is not modelled), never planned as "
             "dense attention. Refused inside these families: DeepSeek V3.2 / GLM-5 sparse attention off Hopper (and "
-            "under CUDA graphs off 132-SM Hopper cards: pass --enforce-eager), Nemotron-3 Super's latent MoE, Gemma 4 E2B/E4B, Llama 4's and "
-            "Gemma 4's vision towers (pass --language-model-only)."]
+            "under CUDA graphs off 132-SM Hopper cards: pass --enforce-eager), Nemotron-3 Super's latent MoE, Gemma 4 E2B/E4B, "
+            "Gemma 4's audio tower, the vision towers on vLLM before 0.33 (traced in 0.33's source; pass "
+            "--language-model-only)."]
     return {"families": fams}, "\n".join(text)
