@@ -16,9 +16,12 @@ MODELS = {"m3": "lab-mistral-small-3.1-24b-instruct-2503", "g4": "gemma-4-26b-a4
           "g3": "gemma-3-4b-it", "glm5": "lab-glm-5-4l", "q3vl": "qwen3-vl-8b-instruct"}
 
 
-def rows(folder: str, tag: str) -> dict:
-    model = str(HERE / "fixtures" / "models" / MODELS[tag.split("-")[0]])
-    return {r[0]: r for r in compare_file(LAB / folder / f"{tag}.log", model=model).rows}
+def rows(folder: str, tag: str, lab: Path = LAB, model: str = "") -> dict:
+    """The comparison rows of a log: its model a fixture folder (MODELS by the tag's prefix) or a bundled name."""
+    model = model or MODELS[tag.split("-")[0]]
+    path = HERE / "fixtures" / "models" / model
+    model = str(path) if path.is_dir() else model
+    return {r[0]: r for r in compare_file(lab / folder / f"{tag}.log", model=model).rows}
 
 
 def test_pixtral_tower_leaves_the_graph_estimate_as_the_language_models():
@@ -68,8 +71,7 @@ def test_compiled_forward_peaks_at_the_mlp_activation(folder, tag, peak):
     # 32,768 batched tokens: the compiled forward's MLP (attention output + two residuals + gate-up + activation)
     # decides, with the profiled items' embeddings held beside it (10 images; Qwen3-VL: 2 dummy videos, their tower
     # 3.25 below); the fitted per-width term gave 7.44 / 7.73 / 2.79 + 0.75
-    model = str(HERE / "fixtures" / "models" / MODELS[tag.split("-")[0]])
-    r = {x[0]: x for x in compare_file(HERE / "fixtures" / folder / "vision" / f"{tag}.log", model=model).rows}
+    r = rows("vision", tag, HERE / "fixtures" / folder)
     assert r["activation peak"][1] == peak and abs(r["activation peak"][3]) <= 0.01
     assert abs(r["available KV cache"][3]) <= 0.08
 
@@ -95,8 +97,7 @@ def test_compiled_forward_trace_is_the_layers_own():
 def test_gemma4_full_graphs_hold_no_fa3_buffers(folder, tag, graphs):
     # FA4 without the tower, TRITON_FLASH_ATTN with it: the PIECEWISE part x its band's top (0.93); the first fit
     # (x0.563 on the whole dense estimate) missed 128 seqs, held out, by +0.08 of graphs
-    r = {x[0]: x for x in compare_file(HERE / "fixtures" / folder / "vision" / f"{tag}.log",
-                                       model=str(HERE / "fixtures" / "models" / MODELS["g4"])).rows}
+    r = rows("vision", tag, HERE / "fixtures" / folder)
     assert r["CUDA graph estimate"][1] == graphs and 0 <= r["CUDA graph estimate"][3] <= 0.02
     assert abs(r["available KV cache"][3]) <= 0.10
 
@@ -107,16 +108,15 @@ def test_gemma4_full_graphs_hold_no_fa3_buffers(folder, tag, graphs):
 def test_compiled_forward_held_out(tag, model, peak):
     # predicted before the run (plan h200x4-0.33.0-issue46h): the traced MLP on two more shapes at 32,768 tokens
     # (the fitted term gave 3.49 and 4.31), and Qwen3-VL's one video at the defaults (the sampler + its embeddings)
-    path = HERE / "fixtures" / "models" / model
-    r = {x[0]: x for x in compare_file(LAB / f"{tag}.log", model=str(path) if path.is_dir() else model).rows}
+    folder, name = tag.split("/")
+    r = rows(folder, name, model=model)
     assert r["activation peak"][1] == peak and abs(r["activation peak"][3]) <= 0.01
     assert abs(r["available KV cache"][3]) <= 0.11  # Qwen2.5-VL's graphs: 0.84 logged, the dense fit's 0.78
 
 
 def test_gemma3_forward_at_32k_keeps_the_fitted_term():
     # four norms a layer: not traced; the fitted per-width term gives 4.88 where 4.84 was logged
-    r = {x[0]: x for x in compare_file(LAB / "vision" / "g3-27b-lmo-t32k.log",
-                                       model=str(HERE / "fixtures" / "models" / "gemma-3-27b-it")).rows}
+    r = rows("vision", "g3-27b-lmo-t32k", model="gemma-3-27b-it")
     assert r["activation peak"][1] == 4.84 and 0 <= r["activation peak"][3] <= 0.05
     assert abs(r["available KV cache"][3]) <= 0.05
 
@@ -143,7 +143,6 @@ def test_tower_load_holes_replayed_on_a_gpu():
                                                ("lab-vllm-0.33.0-h200", "q25vl-mpk", 0.86)])
 def test_qwen25vl_keeps_its_towers_load_holes(folder, tag, kept):
     # 0.09 GiB more kept with the tower than the plan had before its load holes (87 MiB) were counted
-    r = {x[0]: x for x in compare_file(HERE / "fixtures" / folder / "vision" / f"{tag}.log",
-                                       model=str(HERE / "fixtures" / "models" / MODELS["q25vl"])).rows}
+    r = rows("vision", tag, HERE / "fixtures" / folder)
     assert r["non-torch + kept buffers"][1] == kept and abs(r["non-torch + kept buffers"][3]) <= 0.02
     assert abs(r["available KV cache"][3]) <= 0.06
