@@ -151,15 +151,17 @@ FIT = ("dsv3-s64.log", "dsv3-t8k-mml4k.log", "dsv3-s512.log", "dsv3-d-cold.log")
 def mla_graphs() -> None:
     """MLA on FLASH_ATTN_MLA (graphs.mla_graph_estimate): logged estimate - the split buffers - (N_FULL - 1) MiB
     = base + per token and head x (F + B2) x heads, least squares over DeepSeek-V3 cut to 5 layers at 64, 256 (H100)
-    and 512 / 1024 seqs, where the allocator's multiplicity m is 1; the 128-seq log (m = 2) is the band's top; the
-    later startups (32 and 192 seqs, Kimi K2 cut to 2 layers: plan h200x4-0.33.0-issue46d) are printed against it."""
+    and 512 / 1024 seqs, where the allocator's multiplicity m is 1 (graphs.mla_graph_estimate's rule); the 128-seq
+    log (m = 2) and the later startups (32 and 192 seqs, Kimi K2 cut to 2 layers: plan h200x4-0.33.0-issue46d; 96 and
+    152 seqs: -46i) are printed against it."""
     from vrambudget.graphs import mla_graph_estimate
 
     print("== MLA's V2 graph estimate (FLASH_ATTN_MLA): base + per FULL-batch token and head x (F + B2) x heads beside the split buffers")
     h100 = ROOT / "tests" / "fixtures" / "lab-vllm-0.33.0-h100" / "moe-tokens" / "dsv3-t8k-mml4k.log"
     paths = [LAB / "moe-tokens" / "dsv3-s64.log", h100, LAB / "moe-tokens" / "dsv3-s512.log",
              LAB / "families" / "dsv3-d-cold.log", LAB / "moe-tokens" / "dsv3-s128.log",
-             LAB / "moe-tokens" / "dsv3-s32.log", LAB / "moe-tokens" / "dsv3-s192.log", LAB / "families" / "kimi2l-d.log"]
+             LAB / "moe-tokens" / "dsv3-s32.log", LAB / "moe-tokens" / "dsv3-s192.log", LAB / "families" / "kimi2l-d.log",
+             LAB / "moe-tokens" / "dsv3-s96.log", LAB / "moe-tokens" / "dsv3-s152.log"]
     models = {"kimi2l-d.log": "tests/fixtures/models/lab-kimi-k2-2l"}
     rows, ys, names, probe = [], [], [], []
     for path in paths:
@@ -168,7 +170,7 @@ def mla_graphs() -> None:
         feats = features(d)
         _, _, n_full, largest = feats.graph_sizes
         second = feats.second_full
-        n = 2 if feats.moe and second > 120 else 1
+        n = 2 if feats.mla_split_bytes_per_seq // 64 * second > 20 * MiB else 1  # m is 1 in every fitted log
         split = feats.mla_split_bytes_per_seq * (largest + n * second) + (n_full - 1) * MiB
         probe.append((path.name, feats, facts.cudagraph_estimate_gib * GiB))
         if path.name in FIT:

@@ -7,6 +7,7 @@ from .coefficients import Coefficients
 from .deployment import Deployment
 from .features import Features
 from .hardware.facts import Backend
+from .model.allocator import MID_SEGMENT, SPLIT_ABOVE
 from .vllm_rules import cudagraph_mode
 
 
@@ -130,21 +131,26 @@ def mla_graph_estimate(f: Features, c: Coefficients) -> tuple[float, float]:
     returns the eager warm-up's FA3 split buffer (O(B) = 32 splits x heads x kv_lora_rank x 4 B x B, up to 992
     sequences) before the sample ends: the sample is negative, so the floor applies and the freed buffer counts on
     top. Estimate = a base + per FULL-batch token and head x (F + B2) x heads (fitted: the decode graphs' other
-    activations, per head) + m x O(F) + n x O(B2) + (N_FULL - 1) MiB. The multiplicities are the allocator's (not
-    traced): n = 2 in a model with MoE layers where B2 is above 120 (measured 2 at 184 to 496, 1 at 24 to 120), else 1;
-    m = 1 (measured 2 once, at F = 128: the band's top)."""
+    activations, per head) + m x O(F) + n x O(B2) + (N_FULL - 1) MiB. The multiplicities are the allocator's, a rule
+    read off its segment sizes (helper note mla-s128.md; the mechanism not traced): n = 2 where the batch's absorbed
+    query (2 x heads x kv_lora_rank B a sequence) fits no 20 MiB segment (DeepSeek: B2 >= 161); m = 2 where it does
+    but the batch's hidden-size tensors leave the small pool (2 x hidden B a sequence above 1 MiB: 74 <= F <= 160).
+    DeepSeek-V3 cut to 5 layers, 32 to 1,024 seqs: every log within 0.05 GiB, 96 and 152 held out (2.39 and 3.82
+    logged; m = 1 gave 1.69 at 96)."""
     _n_pw, _s_pw, n_full, largest = f.graph_sizes
     second = f.second_full
+    query = f.mla_split_bytes_per_seq // 64  # 2 B x heads x kv_lora_rank: the split buffer is 32 x 4 B of it
 
     def split(batch: int) -> float:
         return f.mla_split_bytes_per_seq * batch if batch <= FA3_SPLIT_MAX_SEQS else 0.0
 
-    n = 2 if f.moe and second > 120 else 1
+    n = 2 if query * second > MID_SEGMENT else 1
+    m = 2 if 2 * f.hidden * largest > SPLIT_ABOVE and query * largest <= MID_SEGMENT else 1
     base = (c["cudagraph_v2_mla_base_bytes"]
             + c["cudagraph_v2_mla_per_full_token_head_bytes"] * (largest + second) * f.mla_heads
             + max(n_full - 1, 0) * 2**20)
-    est = base + split(largest) + n * split(second)
-    return est, est + split(largest)
+    est = base + m * split(largest) + n * split(second)
+    return est, est + (split(largest) if m == 1 else 0.0)
 
 
 def sparse_mla_graph_estimate(f: Features, c: Coefficients) -> float:
