@@ -268,7 +268,9 @@ CHANGES: dict[tuple[str, str], tuple[str, ...]] = {
     ("0.29", "0.33"): ("align-mode block multiple 64 on Hopper with FlashInfer's GDN prefill, one more state block",
                        "Model Runner V2's dummy sampler adds an fp32 pass with real sampling parameters",
                        "MLA's chunked-prefill workspace rounded up to a block, no longer raised to a block per "
-                       "sequence (source)"),
+                       "sequence (source)",
+                       "the compiled forward's dense-MLP peak traced (the 0.33.0 lab; before it the fitted term)",
+                       "the vision tower's load holes counted (the 0.33.0 lab; before it the fitted tower figures)"),
 }
 
 
