@@ -11,6 +11,7 @@ All values are bytes per rank.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field, replace
 
@@ -22,6 +23,7 @@ from .model.arch import ModelArch
 from .model.checkpoint import weights_from_tensors
 from .model.allocator import load_holes_bytes
 from .model.lora import lora_buffer_bytes
+from .towers.base import Tower
 from .coefficients import Coefficients
 from .deployment import Deployment, kv_backend_class
 from .hardware.facts import Backend, Fact, attention_backend, backend_named, cuda_context, int4_load, mla_backend
@@ -368,7 +370,13 @@ def tower_load_holes_bytes(d: Deployment) -> int:
     a = d.model.arch
     if not (d.with_vision and a.vision is not None and d.rules.weights_load_max_split_mib):
         return 0
-    return load_holes_bytes(a.vision.allocations(d.tp, dtype_bytes(a.dtype)), d.rules.weights_load_max_split_mib * MiB)
+    return _tower_holes(a.vision, d.tp, dtype_bytes(a.dtype), d.rules.weights_load_max_split_mib * MiB)
+
+
+@functools.lru_cache(maxsize=64)
+def _tower_holes(tower: Tower, tp: int, act_bytes: int, max_split: int) -> int:
+    """load_holes_bytes of a tower's allocations (a few hundred: one replay per tower and rank, not per answer)."""
+    return load_holes_bytes(tower.allocations(tp, act_bytes), max_split)
 
 
 def budget(d: Deployment, c: Coefficients, w: WeightBytes | None = None, f: Features | None = None) -> Budget:
