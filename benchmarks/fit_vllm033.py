@@ -163,15 +163,20 @@ def mla_graphs() -> None:
              LAB / "moe-tokens" / "dsv3-s32.log", LAB / "moe-tokens" / "dsv3-s192.log", LAB / "families" / "kimi2l-d.log",
              LAB / "moe-tokens" / "dsv3-s96.log", LAB / "moe-tokens" / "dsv3-s152.log"]
     models = {"kimi2l-d.log": "tests/fixtures/models/lab-kimi-k2-2l"}
+    class Zero:  # mla_graph_estimate with no fitted part: its split buffers and (N_FULL - 1) MiB alone
+        items = {"cudagraph_v2_mla_base_bytes": 0.0, "cudagraph_v2_mla_per_full_token_head_bytes": 0.0}
+
+        def __getitem__(self, k):
+            return self.items[k]
+
     rows, ys, names, probe = [], [], [], []
     for path in paths:
         facts = parse_log(path.read_text())
         d = deployment_from_log(facts, models.get(path.name, "tests/fixtures/models/lab-deepseek-v3-5l"))
         feats = features(d)
-        _, _, n_full, largest = feats.graph_sizes
+        _, _, _, largest = feats.graph_sizes
         second = feats.second_full
-        n = 2 if feats.mla_split_bytes_per_seq // 64 * second > 20 * MiB else 1  # m is 1 in every fitted log
-        split = feats.mla_split_bytes_per_seq * (largest + n * second) + (n_full - 1) * MiB
+        split = mla_graph_estimate(feats, Zero())[0]
         probe.append((path.name, feats, facts.cudagraph_estimate_gib * GiB))
         if path.name in FIT:
             rows.append([1.0, (largest + second) * feats.mla_heads])

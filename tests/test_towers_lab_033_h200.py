@@ -85,10 +85,11 @@ def test_compiled_forward_trace_is_the_layers_own():
         return arch_from_config(json.loads((HERE / "fixtures" / "models" / name / "config.json").read_text()), name)
 
     a = arch(MODELS["m3"])
-    assert a.compiled_forward_bytes(32768, 2) == 32768 * 2 * (32 * 128 + 2 * 5120 + 3 * 32768)
-    assert a.compiled_forward_bytes(32768, 2, first_stage=False) == 32768 * 2 * (32 * 128 + 5120 + 3 * 32768)
+    assert a.compiled_forward_bytes(32768, 1, 2) == 32768 * 2 * (32 * 128 + 2 * 5120 + 3 * 32768)
+    assert a.compiled_forward_bytes(32768, 1, 2, first_stage=False) == 32768 * 2 * (32 * 128 + 5120 + 3 * 32768)
+    assert a.compiled_forward_bytes(32768, 2, 2) == 0  # tensor parallel: not traced
     gemma = arch("gemma-3-27b-it")  # four norms a layer: not traced
-    assert gemma.compiled_forward_bytes(32768, 2) == 0
+    assert gemma.compiled_forward_bytes(32768, 1, 2) == 0
 
 
 @pytest.mark.parametrize("folder, tag, graphs", [("lab-vllm-0.33.0-h200", "g4-lmo", 0.41),

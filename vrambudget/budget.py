@@ -197,8 +197,9 @@ def features(d: Deployment, w: WeightBytes | None = None) -> Features:
                                                           d.pp_first) if kept > 0 else 0,
         mlp_forward_bytes=a.mlp_forward_bytes(d.max_num_batched_tokens, d.tp, dtype_bytes(a.dtype), d.pp_first)
         if d.enforce_eager else 0,
-        compiled_forward_bytes=a.compiled_forward_bytes(d.max_num_batched_tokens, dtype_bytes(a.dtype), d.pp_first)
-        if d.rules.compiled_forward_traced and not d.enforce_eager and d.tp == 1 and not (a.is_hybrid or a.moe) else 0,
+        compiled_forward_bytes=a.compiled_forward_bytes(d.max_num_batched_tokens, d.tp, dtype_bytes(a.dtype),
+                                                        d.pp_first)
+        if d.rules.compiled_forward_traced and not d.enforce_eager else 0,
         mla_heads=a.num_attention_heads // d.tp if a.uses_mla else 0, mla_profile_bytes=mla_profile_bytes(d), consumed_budget=d.rules.runner_buffers_in_budget,
         drafter_model=d.spec_tokens > 0 and d.speculative_method != "ngram")
 

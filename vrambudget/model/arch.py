@@ -205,14 +205,14 @@ class ModelArch:
                    if layer.mixer is not None and hasattr(layer.mixer, "forward_bytes")), default=0)
         return own + self.residual_stream_bytes(tokens, act_bytes, first_stage, tp) if own else 0
 
-    def compiled_forward_bytes(self, tokens: int, act_bytes: int, first_stage: bool = True) -> int:
+    def compiled_forward_bytes(self, tokens: int, tp: int, act_bytes: int, first_stage: bool = True) -> int:
         """The compiled forward's peak at a dense MLP's activation, one GPU (vLLM 0.33's piecewise graphs, read in
         its source: helper note qwen3vl-video.md): the attention's output (heads x head dim), which the piece after
         the attention op holds; the residual the layer received and the new one of the native fused add-norm; the
         MLP's gate-up and activation outputs. Bytes; 0 where not traced: layers other than attention beside a dense
         MLP with two norms (Gemma's four), tensor parallel. Mistral Small 3.1 at 32,768 tokens: 6.875 GiB, logged
         6.88 (lab-vllm-0.33.0-h200/vision/m3-lmo-t32k); Qwen3-VL-8B 3.000 + its videos' 0.750, logged 3.75."""
-        if self.extras.norms_per_layer != 2 or not self.layers:
+        if tp > 1 or self.extras.norms_per_layer != 2 or not self.layers:
             return 0
         best = 0
         for layer in self.layers:
