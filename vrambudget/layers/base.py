@@ -74,6 +74,12 @@ class Tensor:
     def numel(self) -> int:
         return self.count * (self.in_f * self.out_f + (self.out_f if self.bias else 0))
 
+    def splits(self, replicated: frozenset[Role] = frozenset()) -> bool:
+        """Whether tensor parallel splits it over the ranks: a Linear unless kept whole (itself, or its role in
+        `replicated`), a non-Linear that splits all the same, the token embedding."""
+        return ((self.linear and not self.replicated and self.role not in replicated) or self.tp_split
+                or self.role is Role.EMBEDDING)
+
 
 @dataclass(frozen=True)
 class CacheContext:

@@ -322,7 +322,7 @@ def weights_from_config(a: ModelArch, *, with_vision: bool, tp: int = 1, int4: I
             continue
         b = tensor_bytes(t, scheme, db)
         embedding = t.role is Role.EMBEDDING
-        sharded = (t.linear and not t.replicated and t.role not in replicated) or t.tp_split or embedding
+        sharded = t.splits(replicated)
         total[t.part] += b // tp if sharded else b
         if t.linear or embedding:
             main = matrix_bytes(t, scheme, db)

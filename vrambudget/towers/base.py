@@ -130,7 +130,7 @@ class Tower(ABC):
         """Its weights' allocations in the order vLLM builds them, bytes per rank: each tensor (the linears split over
         the ranks), then its bias."""
         for t in self.tensors():
-            split = tp if t.linear and not t.replicated else 1
+            split = tp if t.splits() else 1
             for _ in range(t.count):
                 yield t.in_f * t.out_f * (t.dtype_bytes or dtype_bytes) // split
                 if t.bias:
